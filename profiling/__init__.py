@@ -1,0 +1,1 @@
+"""Offline measurement and profile files (JSON, never pickles)."""

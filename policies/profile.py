@@ -162,15 +162,15 @@ class LatencyModel:
             raise ValueError(f"unknown variant {name!r}; valid: {list(self.names)}") from None
 
     def latency(self, variant_index: int, batch_size: int) -> float:
-        """Seconds to run `batch_size` on the variant; beyond the table, linear extrapolation
-        from the last two points (never below the last point)."""
+        """Seconds to run `batch_size` on the variant; beyond the table, a least-squares line
+        fitted to the whole dense table (as RAMSIS extends its profiles)."""
         table = self.latency_s[variant_index]
         if batch_size < 1:
             raise ValueError(f"batch size must be >= 1, got {batch_size}")
         if batch_size <= len(table):
             return table[batch_size - 1]
-        step = max(table[-1] - table[-2], 0.0) if len(table) > 1 else table[-1]
-        return table[-1] + step * (batch_size - len(table))
+        slope, intercept = _linear_fit([float(b) for b in range(1, len(table) + 1)], list(table))
+        return max(slope * batch_size + intercept, table[-1])
 
     def fastest(self) -> int:
         """Index of the variant with the lowest batch-1 latency."""

@@ -102,7 +102,7 @@ class _Front:
 
 def _pareto(latency: FloatArray, points: FloatArray, take: IntArray, parent: IntArray) -> _Front:
     order = np.lexsort((-points, latency))
-    lat, pts = latency[order], points[order]
+    pts = points[order]
     prev_best = np.maximum.accumulate(np.concatenate(([-np.inf], pts[:-1])))
     keep = pts > prev_best + 1e-12
     sel = order[keep]

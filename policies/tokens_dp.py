@@ -19,7 +19,12 @@ import itertools
 import math
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 NEG_INF = -math.inf
+_SKIP = -1  # internal marker for "not executed" inside numpy arrays
+_BEAM = 24  # labels per stage of the beam search that seeds the exact bound
 
 
 @dataclass(frozen=True)
@@ -128,61 +133,114 @@ def allocate_alg2(problem: AllocationProblem) -> Allocation:
     return evaluate(problem, tuple(c - 1 if c else None for c in choice))
 
 
-def _suffix_upper_bounds(problem: AllocationProblem) -> list[float]:
-    """ub[b] = most utility batches b.. could add (each at its best feasible-alone gamma)."""
-    ub = [0.0] * (problem.num_batches + 1)
-    for b in range(problem.num_batches - 1, -1, -1):
-        best = 0.0
-        for lat, util in zip(problem.latency_s[b], problem.utility[b], strict=True):
-            if problem.now_s + lat < problem.deadlines_s[b]:
-                best = max(best, util)
-        ub[b] = ub[b + 1] + best
-    return ub
+@dataclass(frozen=True)
+class _StageBound:
+    """Upper bound on the utility batches b.. can still add to a label whose clock is c: the
+    sum over those batches of the best utility among gammas still feasible alone from c
+    (c + latency < deadline). A step function of c, stored as ascending thresholds."""
+
+    thresholds: npt.NDArray[np.float64]
+    suffix_sums: npt.NDArray[np.float64]
+    cum_time_s: npt.NDArray[np.float64]  # fractional-knapsack prefix sums, densest first
+    cum_utility: npt.NDArray[np.float64]
+    densities: npt.NDArray[np.float64]
+    horizon_s: float  # latest remaining deadline: nothing useful runs past it
+
+    def __call__(self, clocks: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        step = self.suffix_sums[np.searchsorted(self.thresholds, clocks, side="right")]
+        room = np.maximum(self.horizon_s - clocks, 0.0)
+        i = np.searchsorted(self.cum_time_s, room, side="right")  # items that fit whole
+        part = np.where(i < self.densities.size,
+                        self.densities[np.minimum(i, self.densities.size - 1)]
+                        * (room - np.concatenate(([0.0], self.cum_time_s))[i]), 0.0)
+        knap = np.concatenate(([0.0], self.cum_utility))[i] + part
+        return np.minimum(step, knap)
+
+
+def _stage_bounds(problem: AllocationProblem) -> list[_StageBound]:
+    """Per stage: the feasible-alone step bound, and a fractional knapsack over the time left
+    until the last deadline (batch k yields at most min(U_k, rho_k x time), U_k its best
+    utility and rho_k its best utility per second; latencies must be positive)."""
+    taus: list[float] = []
+    deltas: list[float] = []
+    starts: list[int] = []
+    best_u = np.zeros(problem.num_batches)
+    rho = np.zeros(problem.num_batches)
+    for b in range(problem.num_batches):
+        starts.append(len(taus))
+        previous = 0.0
+        for _, lat, util in _options(problem, b):  # latency and utility both ascend
+            taus.append(problem.deadlines_s[b] - lat)
+            deltas.append(util - previous)
+            previous = util
+            rho[b] = max(rho[b], util / max(lat, 1e-12))
+        best_u[b] = previous
+    tau_all, delta_all = np.array(taus), np.array(deltas)
+    bounds = []
+    for b, start in enumerate(starts):
+        order = np.argsort(tau_all[start:], kind="stable")
+        tail = np.concatenate((np.cumsum(delta_all[start:][order][::-1])[::-1], [0.0]))
+        items = b + np.argsort(-rho[b:], kind="stable")
+        items = items[best_u[items] > 0]
+        bounds.append(_StageBound(tau_all[start:][order], tail,
+                                  np.cumsum(best_u[items] / rho[items]),
+                                  np.cumsum(best_u[items]), rho[items], problem.deadlines_s[-1]))
+    return bounds
 
 
 def allocate_exact(problem: AllocationProblem) -> Allocation:
     """Exact optimum: dynamic program over Pareto fronts of (clock, utility) labels.
 
     A label is a feasible partial plan of batches 0..b. A label is kept only if no other has an
-    earlier-or-equal clock and at-least-equal utility, and if its utility plus the upper bound
-    of what the remaining batches can add reaches the best utility seen (branch and bound).
+    earlier-or-equal clock and at-least-equal utility, and if its utility plus an upper bound on
+    what the remaining batches can add reaches the best complete plan known (branch and bound).
+    The bound starts from the better of Algorithm 2 and a beam search (the same program with at
+    most `_BEAM` labels per stage). Fronts are numpy arrays; the search is exact.
     """
-    n = problem.num_batches
-    if n == 0:
+    if problem.num_batches == 0:
         return Allocation((), 0.0, problem.now_s)
-    ub = _suffix_upper_bounds(problem)
-    clocks, utils = [problem.now_s], [0.0]
-    parents: list[list[int]] = []
-    gammas: list[list[int | None]] = []
-    incumbent = 0.0
-    for b in range(n):
-        deadline, options = problem.deadlines_s[b], _options(problem, b)
-        cands: list[tuple[float, float, int, int | None]] = []
-        for i, (c, u) in enumerate(zip(clocks, utils, strict=True)):
-            if u + ub[b] < incumbent:
-                continue
-            cands.append((c, u, i, None))
-            for gi, t, du in options:
-                if c + t < deadline:
-                    cands.append((c + t, u + du, i, gi))
-        cands.sort(key=lambda x: (x[0], -x[1]))
-        best_u = NEG_INF
-        clocks, utils, par, gam = [], [], [], []
-        for c, u, i, gi in cands:
-            if u > best_u:
-                best_u = u
-                clocks.append(c)
-                utils.append(u)
-                par.append(i)
-                gam.append(gi)
-        incumbent = max(incumbent, best_u)
-        parents.append(par)
-        gammas.append(gam)
-    best = max(range(len(utils)), key=lambda k: utils[k])
-    plan: list[int | None] = [None] * n
-    for b in range(n - 1, -1, -1):
-        plan[b] = gammas[b][best]
-        best = parents[b][best]
+    bounds = _stage_bounds(problem)
+    seed = max(allocate_alg2(problem), _pareto(problem, bounds, 0.0, _BEAM),
+               key=lambda a: a.expected_utility)
+    best = _pareto(problem, bounds, seed.expected_utility, None)
+    return best if best.expected_utility > seed.expected_utility else seed
+
+
+def _pareto(problem: AllocationProblem, bounds: list[_StageBound], lower_bound: float,
+            max_labels: int | None) -> Allocation:
+    slack = 1e-9 * max(1.0, abs(lower_bound))
+    incumbent = lower_bound - slack
+    clocks, utils = np.array([problem.now_s]), np.array([0.0])
+    parents: list[npt.NDArray[np.int64]] = []
+    gammas: list[npt.NDArray[np.int64]] = []
+    for b in range(problem.num_batches):
+        optimistic = utils + bounds[b](clocks)
+        alive = np.flatnonzero(optimistic >= incumbent)
+        if max_labels is not None and alive.size > max_labels:  # beam: most promising labels
+            top = np.argpartition(-optimistic[alive], max_labels)[:max_labels]
+            alive = np.sort(alive[top])
+        opt_g, opt_t, opt_u = _option_arrays(problem, b)
+        ca, ua = clocks[alive], utils[alive]
+        sel = np.flatnonzero((ca[None, :] + opt_t[:, None] < problem.deadlines_s[b]).ravel())
+        opt, col = sel // max(alive.size, 1), sel % max(alive.size, 1)
+        cc = np.concatenate((ca, ca[col] + opt_t[opt]))
+        cu = np.concatenate((ua, ua[col] + opt_u[opt]))
+        if cc.size == 0:
+            return Allocation((None,) * problem.num_batches, 0.0, problem.now_s)
+        order = np.lexsort((-cu, cc))
+        cu_sorted = cu[order]
+        prev_best = np.maximum.accumulate(np.concatenate(([-np.inf], cu_sorted[:-1])))
+        keep = order[cu_sorted > prev_best]
+        clocks, utils = cc[keep], cu[keep]
+        parents.append(np.concatenate((alive, alive[col]))[keep])
+        gammas.append(np.concatenate((np.full(alive.size, _SKIP), opt_g[opt]))[keep])
+        incumbent = max(incumbent, float(utils.max()) - slack)
+    best = int(np.argmax(utils))
+    plan: list[int | None] = [None] * problem.num_batches
+    for b in range(problem.num_batches - 1, -1, -1):
+        g = int(gammas[b][best])
+        plan[b] = None if g == _SKIP else g
+        best = int(parents[b][best])
     return evaluate(problem, tuple(plan))
 
 
@@ -198,6 +256,14 @@ def _options(problem: AllocationProblem, b: int) -> list[tuple[int, float, float
             kept.append((gi, lat, util))
             best_u = util
     return kept
+
+
+def _option_arrays(problem: AllocationProblem, b: int) -> tuple[
+        npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    options = _options(problem, b)
+    return (np.array([o[0] for o in options], dtype=np.int64),
+            np.array([o[1] for o in options], dtype=np.float64),
+            np.array([o[2] for o in options], dtype=np.float64))
 
 
 def allocate_exhaustive(problem: AllocationProblem) -> Allocation:

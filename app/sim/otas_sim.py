@@ -1,0 +1,172 @@
+"""Deterministic discrete-event simulation of one accelerator worker serving with OTAS.
+
+Queries arrive from a trace and join the batch queue with Algorithm 1. Whenever the worker is
+idle and the queue is not empty it asks the policy for a decision (work-conserving), evicts what
+the policy evicts, and runs the chosen batch for the profile's latency at the chosen gamma. Each
+query's outcome follows section V's four types. `run_otas_experiment` runs OTAS (Algorithm 2 and
+the exact allocator) and every fixed gamma on one trace, side by side.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from app.sim.otas_profile import TABLE_II, figure4_profile
+from app.sim.otas_trace import TraceQuery, fluctuating_poisson_trace
+from policies.profile import Profile
+from policies.tokens import (
+    AllocationMethod,
+    AllocationProblem,
+    BatchingParams,
+    BatchQueue,
+    FixedGammaPolicy,
+    OtasDecision,
+    OtasPolicy,
+    OtasSnapshot,
+    QueryResult,
+    RateTable,
+    SwitchRule,
+    TokenProfile,
+    add_query,
+    classify,
+    tally,
+)
+
+
+class TokenPolicy(Protocol):
+    def decide(self, snapshot: OtasSnapshot, now_s: float) -> OtasDecision: ...
+
+
+@dataclass(frozen=True)
+class SimRun:
+    """One policy's run: per-query results, batches per gamma and the DP instances it solved."""
+
+    results: tuple[QueryResult, ...]
+    gamma_batches: dict[int, int]
+    method_counts: dict[str, int]
+    problems: tuple[AllocationProblem, ...] = field(default=(), repr=False)
+
+
+def simulate(trace: Sequence[TraceQuery], policy: TokenPolicy, profile: TokenProfile,
+             batching: BatchingParams, rate_window_s: float = 1.0,
+             keep_problems: bool = False) -> SimRun:
+    queue = BatchQueue()
+    by_id = {q.request.request_id: q for q in trace}
+    results: list[QueryResult] = []
+    gamma_batches: Counter[int] = Counter()
+    methods: Counter[str] = Counter()
+    problems: list[AllocationProblem] = []
+    window: deque[float] = deque()
+    free_s, i, n = 0.0, 0, len(trace)
+    while i < n or len(queue):
+        while i < n and trace[i].request.arrival_s <= free_s:
+            queue = add_query(queue, trace[i].request, batching)
+            window.append(trace[i].request.arrival_s)
+            i += 1
+        if not len(queue):
+            free_s = trace[i].request.arrival_s
+            continue
+        while window and window[0] <= free_s - rate_window_s:
+            window.popleft()
+        snapshot = OtasSnapshot(queue.batches, len(window) / rate_window_s)
+        decision = policy.decide(snapshot, free_s)
+        methods[decision.method.value] += 1
+        if keep_problems and decision.problem is not None:
+            problems.append(decision.problem)
+        for rid in decision.evicted_request_ids:
+            req = by_id[rid].request
+            results.append(QueryResult(rid, classify(None, req.deadline_s, False), req.slo.utility))
+        queue = queue.without_requests(set(decision.evicted_request_ids))
+        if decision.run_batch_id is None or decision.gamma is None:
+            if i < n:  # nothing worth running now: wait for the next arrival
+                free_s = max(free_s, trace[i].request.arrival_s)
+                continue
+            for batch in queue.batches:  # trace over and nothing runnable: evict the rest
+                results.extend(QueryResult(r.request_id, classify(None, r.deadline_s, False),
+                                           r.slo.utility) for r in batch.requests)
+            break
+        batch = queue.get(decision.run_batch_id)
+        queue = queue.pop(decision.run_batch_id)
+        gi = profile.gamma_index(decision.gamma)
+        free_s += profile.batch_latency_s(batch.task_counts, gi)
+        gamma_batches[decision.gamma] += 1
+        for r in batch.requests:
+            correct = by_id[r.request_id].correct_draw < profile.task_accuracy(r.task, gi)
+            results.append(QueryResult(r.request_id, classify(free_s, r.deadline_s, correct),
+                                       r.slo.utility, decision.gamma, free_s))
+    results.sort(key=lambda q: q.request_id)
+    return SimRun(tuple(results), dict(gamma_batches), dict(methods), tuple(problems))
+
+
+def load_profile(profile_json: str | Path | None) -> Profile:
+    """The measured profile at `profile_json` (policies.profile format), else the synthetic one."""
+    if profile_json is None:
+        return figure4_profile()
+    return Profile.from_dict(json.loads(Path(profile_json).read_text()))
+
+
+def make_policy(name: str, profile: TokenProfile, rate_table: RateTable,
+                switch: SwitchRule, kappa: float) -> TokenPolicy:
+    """Registry: "otas-alg2", "otas-exact", "fixed<gamma>" (e.g. "fixed0", "fixed-15")."""
+    if name.startswith("otas-"):
+        return OtasPolicy(profile, rate_table, name.removeprefix("otas-"), switch, kappa)
+    if name.startswith("fixed"):
+        return FixedGammaPolicy(profile, int(name.removeprefix("fixed")))
+    valid = ["otas-alg2", "otas-exact"] + [f"fixed{g}" for g in profile.gammas]
+    raise ValueError(f"unknown policy {name!r}; valid: {valid}")
+
+
+def rate_table_for(kind: str, profile: TokenProfile, headroom: float) -> RateTable:
+    """"paper" = Table I; "profile" = derived from the profile's batch-64 throughput."""
+    if kind == "paper":
+        return RateTable.paper_table_i()
+    if kind != "profile":
+        raise ValueError(f"unknown rate table {kind!r}; valid: ['paper', 'profile']")
+    size = profile.max_batch_size
+    thr = [size / profile.batch_latency_s({t: size for t in profile.tasks[:1]}, g)
+           for g in range(len(profile.gammas))]
+    acc = [sum(profile.accuracy[t][g] for t in profile.tasks) / len(profile.tasks)
+           for g in range(len(profile.gammas))]
+    return RateTable.from_throughput(profile.gammas, thr, acc, headroom)
+
+
+def run_otas_experiment(duration_s: int = 120, seed: int = 0, min_qps: float = 200.0,
+                        max_qps: float = 700.0, profile_json: str | Path | None = None,
+                        policies: Sequence[str] | None = None, rate_table: str = "profile",
+                        headroom: float = 0.63, beta: int = 5, initial_stage_s: float = 2.0,
+                        kappa: float = 0.8, baseline: str = "fixed0",
+                        shortfall: bool = True) -> dict[str, Any]:
+    """OTAS vs fixed gammas on one seeded trace; returns a JSON-ready dict (see docs/otas.md)."""
+    from app.sim.otas_report import experiment_report  # keeps this module short
+
+    profile = TokenProfile.from_profile(load_profile(profile_json))
+    names = list(policies) if policies else (
+        ["otas-exact", "otas-alg2"] + [f"fixed{g}" for g in profile.gammas])
+    trace = fluctuating_poisson_trace(duration_s, min_qps, max_qps, seed, TABLE_II)
+    table = rate_table_for(rate_table, profile, headroom)
+    switch = SwitchRule(beta, initial_stage_s)
+    runs = {}
+    for name in names:
+        policy = make_policy(name, profile, table, switch, kappa)
+        keep = shortfall and name == "otas-alg2"
+        runs[name] = simulate(trace, policy, profile, BatchingParams(), keep_problems=keep)
+    config = {"duration_s": duration_s, "seed": seed, "min_qps": min_qps, "max_qps": max_qps,
+              "profile": str(profile_json) if profile_json else "figure4-synthetic",
+              "rate_table": rate_table, "headroom": headroom, "beta": beta,
+              "initial_stage_s": initial_stage_s, "kappa": kappa, "num_queries": len(trace),
+              "rate_rows": [[r.max_qps, r.gamma] for r in table.rows]}
+    return experiment_report(config, runs, baseline)
+
+
+def tally_run(run: SimRun) -> dict[str, Any]:
+    t = tally(run.results)
+    out: dict[str, Any] = t.to_dict()
+    out["gamma_batches"] = {str(g): c for g, c in sorted(run.gamma_batches.items())}
+    out["methods"] = run.method_counts
+    out["dp_decisions"] = run.method_counts.get(AllocationMethod.DYNAMIC_PROGRAM.value, 0)
+    return out

@@ -1,0 +1,244 @@
+"""MOSEL online stage (section 5.2): re-assign strategies over an EDF queue.
+
+Problem: jobs in deadline order, each with Pareto candidates from the strategy matrix
+(latency ascending, accuracy points ascending, all meeting the job's accuracy SLO). The
+queue starts at `start_s` (when the running job ends). Choose one candidate per job to
+maximize total accuracy points (sum of accuracy x size) such that every job finishes by its
+deadline: start_s + sum of latencies up to and including job k <= deadline_k for every k.
+The paper's single budget T is the binding case of these prefix constraints.
+
+What is guaranteed:
+- Every returned plan meets every kept job's deadline (per profile latency) and accuracy SLO.
+- A job is dropped only if it misses its deadline even with every job before it (and itself)
+  on its fastest SLO-meeting strategy, i.e. exactly when no assignment of the candidates fits.
+- `replan_exact` (depth-first branch and bound) is optimal; ties are broken toward the
+  smaller sum of completion times. It is used when the queue is short.
+- `replan_greedy` is a Lagrangian threshold on the jobs' convex-hull upgrade steps (one
+  global accuracy-per-second price, found by bisection with vectorized feasibility checks),
+  followed by a backward fill pass that spends every remaining slack. It is feasible by
+  construction, not always optimal; tests measure its gap against the exact solver.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from policies.modality_matrix import Strategy
+
+DEADLINE_EPS_S = 1e-9
+
+
+@dataclass(frozen=True)
+class CandidateSet:
+    """Pareto candidates of one (job size, accuracy level) and their upper concave hull in
+    (latency, accuracy points): `hull` indexes candidates; step i goes hull[i] -> hull[i+1]."""
+
+    candidates: tuple[Strategy, ...]
+    latencies_s: tuple[float, ...]
+    hull: tuple[int, ...]
+    ratios: tuple[float, ...]
+    delta_latency_s: tuple[float, ...]
+
+    @classmethod
+    def of(cls, candidates: tuple[Strategy, ...]) -> CandidateSet:
+        hull: list[int] = []
+        for i, s in enumerate(candidates):
+            while len(hull) >= 2:
+                a, b = candidates[hull[-2]], candidates[hull[-1]]
+                left = (b.accuracy_points - a.accuracy_points) * (s.latency_s - b.latency_s)
+                right = (s.accuracy_points - b.accuracy_points) * (b.latency_s - a.latency_s)
+                if left <= right:  # b lies on or under the chord a -> s
+                    hull.pop()
+                else:
+                    break
+            hull.append(i)
+        ratios, deltas = [], []
+        for lo, hi in zip(hull, hull[1:], strict=False):
+            dl = candidates[hi].latency_s - candidates[lo].latency_s
+            dv = candidates[hi].accuracy_points - candidates[lo].accuracy_points
+            ratios.append(dv / dl if dl > 0 else float("inf"))
+            deltas.append(dl)
+        return cls(candidates, tuple(s.latency_s for s in candidates), tuple(hull),
+                   tuple(ratios), tuple(deltas))
+
+
+@dataclass(frozen=True)
+class ReplanJob:
+    """A queued job as the optimizer sees it: deadline and its candidate strategies."""
+
+    job_id: int
+    deadline_s: float
+    options: CandidateSet
+
+    @property
+    def candidates(self) -> tuple[Strategy, ...]:
+        return self.options.candidates
+
+
+@dataclass(frozen=True)
+class ReplanOutcome:
+    """Chosen candidate index per kept job (queue order) and the jobs dropped."""
+
+    kept: tuple[int, ...]
+    choices: tuple[int, ...]
+    dropped: tuple[int, ...]
+    method: str
+
+
+def drop_pass(start_s: float, jobs: list[ReplanJob]) -> tuple[list[int], list[int]]:
+    """Positions kept / dropped: a job is dropped iff it misses at all-fastest (see module)."""
+    t, kept, dropped = start_s, [], []
+    for pos, job in enumerate(jobs):
+        if not job.candidates:
+            dropped.append(pos)
+            continue
+        end = t + job.candidates[0].latency_s
+        if end > job.deadline_s + DEADLINE_EPS_S:
+            dropped.append(pos)
+        else:
+            kept.append(pos)
+            t = end
+    return kept, dropped
+
+
+def is_feasible(start_s: float, jobs: list[ReplanJob], choices: list[int]) -> bool:
+    t = start_s
+    for job, c in zip(jobs, choices, strict=True):
+        t += job.candidates[c].latency_s
+        if t > job.deadline_s + DEADLINE_EPS_S:
+            return False
+    return True
+
+
+def replan_exact(start_s: float, jobs: list[ReplanJob],
+                 max_nodes: int = 20000) -> list[int] | None:
+    """Optimal choices by depth-first branch and bound; None if the node budget runs out."""
+    n = len(jobs)
+    best_after = [0.0] * (n + 1)
+    for k in range(n - 1, -1, -1):
+        best_after[k] = best_after[k + 1] + jobs[k].candidates[-1].accuracy_points
+    best: list[float] = [-1.0, 0.0]  # value, -sum of completion times
+    best_choice: list[int] = []
+    choice = [0] * n
+    nodes = 0
+
+    def visit(k: int, t: float, value: float, completion: float) -> bool:
+        nonlocal nodes, best_choice
+        nodes += 1
+        if nodes > max_nodes:
+            return False
+        if k == n:
+            key = [round(value, 9), -completion]
+            if key > best:
+                best[:] = key
+                best_choice = list(choice)
+            return True
+        if round(value + best_after[k], 9) < best[0]:
+            return True
+        for c in range(len(jobs[k].candidates) - 1, -1, -1):
+            s = jobs[k].candidates[c]
+            end = t + s.latency_s
+            if end > jobs[k].deadline_s + DEADLINE_EPS_S:
+                continue
+            choice[k] = c
+            if not visit(k + 1, end, value + s.accuracy_points, completion + end):
+                return False
+        return True
+
+    if not visit(0, start_s, 0.0, 0.0) or not best_choice and n:
+        return None
+    return best_choice
+
+
+def replan_greedy(start_s: float, jobs: list[ReplanJob]) -> list[int]:
+    """Lagrangian threshold over hull steps, then a backward fill (see module docstring).
+    Precondition: all-fastest is feasible (run `drop_pass` first)."""
+    n = len(jobs)
+    width = max((len(j.options.ratios) for j in jobs), default=0)
+    hull_steps = [0] * n
+    if width:
+        ratios = np.full((n, width), -np.inf)
+        deltas = np.zeros((n, width))
+        for i, j in enumerate(jobs):
+            m = len(j.options.ratios)
+            ratios[i, :m] = j.options.ratios
+            deltas[i, :m] = j.options.delta_latency_s
+        base = np.array([j.candidates[0].latency_s for j in jobs])
+        budget = np.array([j.deadline_s for j in jobs]) - start_s + DEADLINE_EPS_S
+        hull_steps = _threshold_steps(ratios, deltas, base, budget)
+    choices = [j.options.hull[h] for j, h in zip(jobs, hull_steps, strict=True)]
+    return _backward_fill(start_s, jobs, choices)
+
+
+def _threshold_steps(ratios: npt.NDArray[np.float64], deltas: npt.NDArray[np.float64],
+                     base: npt.NDArray[np.float64], budget: npt.NDArray[np.float64]) -> list[int]:
+    """Hull steps per job at the lowest feasible price (bisection over the step ratios)."""
+    prices = np.unique(ratios[np.isfinite(ratios)])[::-1]
+
+    def steps_at(price: float) -> npt.NDArray[np.bool_]:
+        taken: npt.NDArray[np.bool_] = ratios >= price
+        return taken
+
+    def feasible(price: float) -> bool:
+        lat = base + (deltas * steps_at(price)).sum(axis=1)
+        return bool((np.cumsum(lat) <= budget).all())
+
+    lo, hi = 0, len(prices)  # prices[:lo] known feasible; answer = largest feasible count
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if feasible(float(prices[mid - 1])):
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo == 0:
+        return [0] * len(base)
+    counts = steps_at(float(prices[lo - 1])).sum(axis=1)
+    return [int(c) for c in counts]
+
+
+def _backward_fill(start_s: float, jobs: list[ReplanJob], choices: list[int]) -> list[int]:
+    """Raise each job, last first, to its most accurate candidate that fits the headroom
+    min over k >= job of (deadline_k - finish_k); O(n log c), feasibility preserved."""
+    n = len(jobs)
+    finish, t = [0.0] * n, start_s
+    for k in range(n):
+        t += jobs[k].candidates[choices[k]].latency_s
+        finish[k] = t
+    headroom_after = float("inf")
+    out = list(choices)
+    for k in range(n - 1, -1, -1):
+        job = jobs[k]
+        headroom = min(job.deadline_s + DEADLINE_EPS_S - finish[k], headroom_after)
+        current = job.candidates[out[k]].latency_s
+        lats = job.options.latencies_s
+        best = bisect.bisect_right(lats, current + max(headroom, 0.0)) - 1
+        if best > out[k]:
+            headroom -= lats[best] - current
+            out[k] = best
+        headroom_after = headroom
+    return out
+
+
+def replan(start_s: float, jobs: list[ReplanJob], exact_max_plans: int = 512) -> ReplanOutcome:
+    """Drop the jobs no assignment can save, then choose strategies for the rest: exactly
+    when the queue has at most `exact_max_plans` candidate combinations, else greedily."""
+    kept, dropped = drop_pass(start_s, jobs)
+    live = [jobs[p] for p in kept]
+    top = [len(j.candidates) - 1 for j in live]
+    if is_feasible(start_s, live, top):
+        return ReplanOutcome(tuple(kept), tuple(top), tuple(dropped), "all-max")
+    plans = 1
+    for j in live:
+        plans *= len(j.candidates)
+        if plans > exact_max_plans:
+            break
+    if plans <= exact_max_plans:
+        exact = replan_exact(start_s, live, max_nodes=4 * exact_max_plans)
+        if exact is not None:
+            return ReplanOutcome(tuple(kept), tuple(exact), tuple(dropped), "exact")
+    return ReplanOutcome(tuple(kept), tuple(replan_greedy(start_s, live)), tuple(dropped),
+                         "greedy")

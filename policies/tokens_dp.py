@@ -149,6 +149,8 @@ class _StageBound:
     def __call__(self, clocks: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         step = self.suffix_sums[np.searchsorted(self.thresholds, clocks, side="right")]
         room = np.maximum(self.horizon_s - clocks, 0.0)
+        if self.densities.size == 0:
+            return np.zeros_like(clocks)
         i = np.searchsorted(self.cum_time_s, room, side="right")  # items that fit whole
         part = np.where(i < self.densities.size,
                         self.densities[np.minimum(i, self.densities.size - 1)]

@@ -56,6 +56,9 @@ def experiment_report(config: dict[str, Any], runs: dict[str, SimRun],
                                     if best_fixed and fixed[best_fixed] else None)
     report: dict[str, Any] = {"config": config, "baseline": baseline, "best_fixed": best_fixed,
                               "policies": policies}
-    if "otas-alg2" in runs and runs["otas-alg2"].problems:
-        report["alg2_shortfall"] = shortfall_stats(runs["otas-alg2"])
+    ceiling = config.get("ceiling_utility")
+    if ceiling:
+        report["ceiling_ratio_vs_baseline"] = ceiling / base if base else None
+    report["alg2_shortfall"] = {name: shortfall_stats(run) for name, run in runs.items()
+                                if name.startswith("otas-alg2") and run.problems}
     return report

@@ -1,0 +1,81 @@
+import random
+
+import numpy as np
+import pytest
+
+from policies.model_selection.mdp import build_mdp
+from policies.model_selection.mdp_spec import (
+    Batching,
+    Discretization,
+    LoadBalancing,
+    MDPSpec,
+    StateSpace,
+)
+from policies.model_selection.transitions import next_state_probs
+from policies.profile import LatencyModel
+
+
+def toy_model() -> LatencyModel:
+    lat = tuple(tuple(base * (1 + 0.6 * (b - 1)) for b in range(1, 9)) for base in (0.01, 0.025, 0.05))
+    return LatencyModel(("fast", "mid", "slow"), (0.6, 0.75, 0.85), lat, 8)
+
+
+@pytest.mark.parametrize("balancing", list(LoadBalancing))
+@pytest.mark.parametrize("batching", list(Batching))
+@pytest.mark.parametrize("discretization", list(Discretization))
+def test_rows_sum_to_one_for_every_state_action(balancing, batching, discretization):
+    spec = MDPSpec(0.1, 4, 150.0, max_queue=6, intervals=10, discretization=discretization,
+                   balancing=balancing, batching=batching)
+    mdp = build_mdp(spec, toy_model())
+    assert np.all(mdp.probs >= 0)
+    np.testing.assert_allclose(mdp.probs.sum(axis=1), 1.0, atol=1e-9)
+    # every state has at least one action
+    assert set(mdp.row_state.tolist()) == set(range(mdp.space.size))
+
+
+def test_rewards_only_for_batches_meeting_the_head_deadline():
+    spec = MDPSpec(0.1, 4, 150.0, max_queue=6, intervals=10)
+    model = toy_model()
+    mdp = build_mdp(spec, model)
+    grid = mdp.space.grid_s
+    for r in range(mdp.num_rows):
+        s = int(mdp.row_state[r])
+        if s in (mdp.space.empty, mdp.space.full):
+            assert mdp.row_reward[r] == 0
+            continue
+        n, j = divmod(s - 1, mdp.space.num_slack)
+        lat = model.latency(int(mdp.row_model[r]), int(mdp.row_batch[r]))
+        assert (mdp.row_reward[r] > 0) == (lat <= grid[j] + 1e-12)
+
+
+def _simulate_rr(latency, rate, k, slo, space, g, trials, rng):
+    """Monte Carlo of the worker's next state given phase g (its next query is the g-th
+    central arrival after the decision)."""
+    counts = np.zeros(space.size)
+    top = space.num_slack - 1
+    for _ in range(trials):
+        t, c, own = 0.0, 0, []
+        while True:
+            t += rng.expovariate(rate)
+            if t > latency:
+                break
+            c += 1
+            if c >= g and (c - g) % k == 0:
+                own.append(t)
+        if not own:
+            counts[space.index(1, top)] += 1
+        elif len(own) > space.max_queue:
+            counts[space.full] += 1
+        else:
+            counts[space.lookup(len(own), slo - (latency - own[0]))] += 1
+    return counts / trials
+
+
+@pytest.mark.parametrize("g", [1, 3])
+def test_round_robin_probabilities_match_monte_carlo(g):
+    k, rate, slo, latency = 3, 120.0, 0.1, 0.06
+    space = StateSpace(5, np.arange(11) * slo / 10)
+    exact = next_state_probs(latency, rate, k, slo, space)[g - 1]
+    mc = _simulate_rr(latency, rate, k, slo, space, g, 40000, random.Random(7))
+    assert np.abs(exact - mc).max() < 0.01
+    np.testing.assert_allclose(exact.sum(), 1.0)

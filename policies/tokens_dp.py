@@ -156,7 +156,8 @@ class _StageBound:
                         self.densities[np.minimum(i, self.densities.size - 1)]
                         * (room - np.concatenate(([0.0], self.cum_time_s))[i]), 0.0)
         knap = np.concatenate(([0.0], self.cum_utility))[i] + part
-        return np.minimum(step, knap)
+        bound: npt.NDArray[np.float64] = np.minimum(step, knap)
+        return bound
 
 
 def _stage_bounds(problem: AllocationProblem) -> list[_StageBound]:

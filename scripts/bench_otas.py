@@ -1,7 +1,7 @@
 """OTAS benchmark: OTAS (Algorithm 2 and exact allocator) vs every fixed gamma on one trace,
 Algorithm 2's shortfall, and the allocators' decision cost on 50 batches x 8 gammas.
 
-    .venv/bin/python scripts/bench_otas.py --out out/otas
+    .venv/bin/python scripts/bench_otas.py --out results/otas
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="out/otas", help="output directory (JSON + PNG)")
+    ap.add_argument("--out", default="results/otas", help="output directory (JSON + PNG)")
     ap.add_argument("--duration-s", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-qps", type=float, default=200.0)

@@ -49,8 +49,8 @@ TABLE_II: tuple[QuerySpec, ...] = (
 def throughput_qps(gamma: int) -> float:
     """Saturated (batch 64) throughput of Figure 4b's shape."""
     if gamma <= 0:
-        return 580.0 * (1500.0 / 580.0) ** (-gamma / 25.0)
-    return 580.0 * (220.0 / 580.0) ** (gamma / 32.0)
+        return float(580.0 * (1500.0 / 580.0) ** (-gamma / 25.0))
+    return float(580.0 * (220.0 / 580.0) ** (gamma / 32.0))
 
 
 def latency_ms(gamma: int, batch_size: int, max_batch_size: int = 64) -> float:

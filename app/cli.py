@@ -89,7 +89,22 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _simulate_other(args: argparse.Namespace) -> int:
-    raise SystemExit(f"unknown experiment {args.experiment!r}")
+    """Issue-3 experiments; scripts/bench_mosel.py and scripts/bench_otas.py add tables and plots."""
+    if args.experiment == "mosel":
+        from app.sim.mosel_sim import run_mosel_experiment
+
+        result = run_mosel_experiment(profile=args.profile or "tvlt-like", seed=args.seed)
+    elif args.experiment == "otas":
+        from app.sim.otas_sim import run_otas_experiment
+
+        result = run_otas_experiment(duration_s=int(args.duration_s or 300), seed=args.seed,
+                                     profile_json=args.profile)
+    else:
+        raise SystemExit(f"unknown experiment {args.experiment!r}")
+    write_json(args.out / f"{args.experiment}.json", result)
+    print(json.dumps(result.get("summary", result.get("ratios", {})), indent=1, default=str)[:4000])
+    print(f"wrote {args.out / (args.experiment + '.json')}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:

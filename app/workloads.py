@@ -13,8 +13,10 @@ import csv
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from profiling.paths import shared_data_dir
 
@@ -24,9 +26,9 @@ class Workload:
     """Sorted arrival times (seconds from 0) plus optional per-request columns."""
 
     name: str
-    arrivals_s: np.ndarray
+    arrivals_s: NDArray[Any]
     duration_s: float
-    columns: dict[str, np.ndarray] = field(default_factory=dict)
+    columns: dict[str, NDArray[Any]] = field(default_factory=dict)
 
     @property
     def num_requests(self) -> int:
@@ -36,7 +38,7 @@ class Workload:
         return self.num_requests / self.duration_s if self.duration_s > 0 else 0.0
 
 
-def piecewise_poisson(rates_qps: np.ndarray, step_s: float, seed: int, name: str) -> Workload:
+def piecewise_poisson(rates_qps: NDArray[Any], step_s: float, seed: int, name: str) -> Workload:
     """Poisson arrivals whose rate is `rates_qps[k]` during [k*step_s, (k+1)*step_s)."""
     rng = np.random.default_rng(seed)
     chunks = []
@@ -53,7 +55,7 @@ def constant_poisson(qps: float, duration_s: float, seed: int = 0) -> Workload:
     return piecewise_poisson(np.array([qps]), duration_s, seed, f"poisson-{qps:g}qps")
 
 
-def load_twitter_steps(path: str | Path | None = None) -> np.ndarray:
+def load_twitter_steps(path: str | Path | None = None) -> NDArray[Any]:
     """The trace's QPS values, one per 10-s step."""
     path = Path(path) if path else shared_data_dir() / "ramsis" / "twitter_trace" / "twitter_04_25_norm.txt"
     values = [float(line.split()[1]) for line in Path(path).read_text().splitlines() if line.strip()]
@@ -63,7 +65,7 @@ def load_twitter_steps(path: str | Path | None = None) -> np.ndarray:
 
 
 def twitter_rates_per_second(duration_s: int = 300, scale: float = 1.0,
-                             path: str | Path | None = None) -> np.ndarray:
+                             path: str | Path | None = None) -> NDArray[Any]:
     """RAMSIS's replay: each step value held for 10 one-second entries (261 entries: the last
     point once), wrapped around to cover `duration_s`, times `scale`."""
     steps = load_twitter_steps(path)
@@ -79,7 +81,7 @@ def twitter_trace(duration_s: int = 300, scale: float = 1.0, seed: int = 0,
 
 
 def rescaled_twitter_rates(min_qps: float, max_qps: float, duration_s: int = 300,
-                           path: str | Path | None = None) -> np.ndarray:
+                           path: str | Path | None = None) -> NDArray[Any]:
     """The Twitter shape mapped linearly onto [min_qps, max_qps]."""
     rates = twitter_rates_per_second(duration_s, 1.0, path)
     lo, hi = rates.min(), rates.max()

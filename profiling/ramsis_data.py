@@ -12,8 +12,10 @@ import gzip
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.types import Variant
@@ -29,7 +31,7 @@ TASK_DIRS = {"image": "image_cloud_cpu", "text": "text_cloud_cpu"}
 _FILE_RE = re.compile(r"^(?P<model>.+)_bsize-(?P<b>\d+)_profile\.json(\.gz)?$")
 
 
-def _read_samples(path: Path) -> np.ndarray:
+def _read_samples(path: Path) -> NDArray[Any]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as fh:
         return np.asarray(json.load(fh), dtype=float)

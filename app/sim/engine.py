@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from app.sim.events import EventKind, EventQueue
 from app.sim.monitor import LoadMonitor
@@ -44,12 +46,12 @@ class SimConfig:
 class SimRecord:
     """Per-query outcome arrays (index = query id) plus per-batch decision log."""
 
-    arrivals_s: np.ndarray
-    finish_s: np.ndarray
-    variant: np.ndarray
-    batch_start_s: np.ndarray
-    batch_variant: np.ndarray
-    batch_size: np.ndarray
+    arrivals_s: NDArray[Any]
+    finish_s: NDArray[Any]
+    variant: NDArray[Any]
+    batch_start_s: NDArray[Any]
+    batch_variant: NDArray[Any]
+    batch_size: NDArray[Any]
 
 
 class Simulator:
@@ -60,7 +62,7 @@ class Simulator:
         self.model = model
         self.policy = policy
 
-    def run(self, arrivals_s: np.ndarray) -> SimRecord:
+    def run(self, arrivals_s: NDArray[Any]) -> SimRecord:
         cfg = self.config
         k = cfg.num_workers
         central = cfg.balancer is Balancer.CENTRAL

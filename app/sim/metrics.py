@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from app.sim.engine import SimRecord
 from policies.profile import LatencyModel
@@ -54,7 +55,7 @@ def summarize(policy: str, record: SimRecord, model: LatencyModel, slo_s: float,
     )
 
 
-def usage_over_time(record: SimRecord, num_variants: int, bin_s: float = 1.0) -> np.ndarray:
+def usage_over_time(record: SimRecord, num_variants: int, bin_s: float = 1.0) -> NDArray[Any]:
     """Queries served per (time bin, variant), binned by batch start time."""
     if record.batch_start_s.size == 0:
         return np.zeros((0, num_variants))

@@ -7,8 +7,10 @@ order (so "first best" ties go to the lowest model index, as the reference imple
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from policies.model_selection.mdp_spec import (
     Batching,
@@ -32,14 +34,14 @@ _TOL_S = 1e-12
 class MDP:
     spec: MDPSpec
     space: StateSpace
-    accuracy: np.ndarray  # (M,)
-    row_state: np.ndarray  # (R,) state of each row
-    row_slot: np.ndarray  # (R,) position in its state's action list
-    row_model: np.ndarray  # (R,) model index, -1 for the wait action
-    row_batch: np.ndarray  # (R,) batch size
-    row_reward: np.ndarray  # (R,) accuracy if the batch meets the head's deadline, else 0
-    row_late: np.ndarray  # (R,) the head query misses its deadline
-    probs: np.ndarray  # (R, S)
+    accuracy: NDArray[Any]  # (M,)
+    row_state: NDArray[Any]  # (R,) state of each row
+    row_slot: NDArray[Any]  # (R,) position in its state's action list
+    row_model: NDArray[Any]  # (R,) model index, -1 for the wait action
+    row_batch: NDArray[Any]  # (R,) batch size
+    row_reward: NDArray[Any]  # (R,) accuracy if the batch meets the head's deadline, else 0
+    row_late: NDArray[Any]  # (R,) the head query misses its deadline
+    probs: NDArray[Any]  # (R, S)
 
     @property
     def num_rows(self) -> int:
@@ -48,15 +50,15 @@ class MDP:
 
 @dataclass
 class _Rows:
-    state: list[np.ndarray]
-    model: list[np.ndarray]
-    batch: list[np.ndarray]
-    reward: list[np.ndarray]
-    late: list[np.ndarray]
-    probs: list[np.ndarray]
+    state: list[NDArray[Any]]
+    model: list[NDArray[Any]]
+    batch: list[NDArray[Any]]
+    reward: list[NDArray[Any]]
+    late: list[NDArray[Any]]
+    probs: list[NDArray[Any]]
 
-    def add(self, states: np.ndarray, model: int, batch: int, reward: float, late: bool,
-            probs: np.ndarray) -> None:
+    def add(self, states: NDArray[Any], model: int, batch: int, reward: float, late: bool,
+            probs: NDArray[Any]) -> None:
         count = states.size
         self.state.append(states)
         self.model.append(np.full(count, model))
@@ -74,7 +76,7 @@ class _Streams:
         self.round_robin = spec.balancing is LoadBalancing.ROUND_ROBIN
         self.phase = phase_weights(spec, space) if self.round_robin else None
         self.service_rate = _jsq_service_rate(spec, model)
-        self._cache: dict[tuple[float, float], np.ndarray] = {}
+        self._cache: dict[tuple[float, float], NDArray[Any]] = {}
         self.space = space
 
     def rate(self, n: int) -> float:
@@ -82,7 +84,7 @@ class _Streams:
             return self.spec.load_qps
         return shortest_queue_rate(self.spec, n, self.service_rate)
 
-    def weights(self, n: int, js: np.ndarray) -> np.ndarray:
+    def weights(self, n: int, js: NDArray[Any]) -> NDArray[Any]:
         if self.phase is None:
             return np.ones((js.size, 1))
         return self.phase[n - 1, js, :]
@@ -90,7 +92,7 @@ class _Streams:
     def stride(self) -> int:
         return self.spec.num_workers if self.round_robin else 1
 
-    def next_probs(self, latency_s: float, n: int) -> np.ndarray:
+    def next_probs(self, latency_s: float, n: int) -> NDArray[Any]:
         key = (latency_s, self.rate(n))
         if key not in self._cache:
             self._cache[key] = next_state_probs(latency_s, key[1], self.stride(), self.spec.slo_s,
@@ -146,7 +148,7 @@ def build_mdp(spec: MDPSpec, model: LatencyModel) -> MDP:
 
 
 def _add_partial_batches(rows: _Rows, spec: MDPSpec, space: StateSpace, model: LatencyModel,
-                         streams: _Streams, n: int, m: int, states_n: np.ndarray) -> None:
+                         streams: _Streams, n: int, m: int, states_n: NDArray[Any]) -> None:
     """Variable batching: serve b < n. The remaining head arrived after the served one, so its
     slack is at least T_j - L: we use that conservative bound for the next state's slack."""
     grid = space.grid_s
@@ -168,7 +170,7 @@ def _add_partial_batches(rows: _Rows, spec: MDPSpec, space: StateSpace, model: L
         rows.add(states_n[js], m, b, float(model.accuracy[m]), False, probs)
 
 
-def _assemble(spec: MDPSpec, space: StateSpace, acc: np.ndarray, rows: _Rows) -> MDP:
+def _assemble(spec: MDPSpec, space: StateSpace, acc: NDArray[Any], rows: _Rows) -> MDP:
     state = np.concatenate(rows.state)
     model = np.concatenate(rows.model)
     batch = np.concatenate(rows.batch)

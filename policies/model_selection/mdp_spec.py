@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from policies.profile import LatencyModel
 
@@ -45,7 +47,7 @@ class MDPSpec:
             raise ValueError(f"need max_queue >= 1 and intervals >= 1: {self}")
 
 
-def slack_grid(spec: MDPSpec, model: LatencyModel) -> np.ndarray:
+def slack_grid(spec: MDPSpec, model: LatencyModel) -> NDArray[Any]:
     """Increasing slack values T_0 = 0 < ... < T_last = SLO (seconds)."""
     if spec.discretization is Discretization.FIXED_LENGTH:
         return np.arange(spec.intervals + 1) * (spec.slo_s / spec.intervals)
@@ -59,7 +61,7 @@ class StateSpace:
     state (phi) last."""
 
     max_queue: int
-    grid_s: np.ndarray
+    grid_s: NDArray[Any]
 
     @property
     def num_slack(self) -> int:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import NDArray
 from scipy.special import gammaln
 
 
-def pmf_table(means: np.ndarray, max_count: int) -> np.ndarray:
+def pmf_table(means: NDArray[Any], max_count: int) -> NDArray[Any]:
     """P[N = x] for N ~ Poisson(mean), shape (len(means), max_count + 1)."""
     x = np.arange(max_count + 1, dtype=float)
     mu = np.asarray(means, dtype=float)[:, None]
@@ -20,6 +23,6 @@ def pmf_table(means: np.ndarray, max_count: int) -> np.ndarray:
     return out
 
 
-def cdf_table(means: np.ndarray, max_count: int) -> np.ndarray:
+def cdf_table(means: NDArray[Any], max_count: int) -> NDArray[Any]:
     """P[N <= x] for x = 0..max_count, clipped to [0, 1]."""
     return np.minimum(np.cumsum(pmf_table(means, max_count), axis=1), 1.0)

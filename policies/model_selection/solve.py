@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from policies.model_selection.mdp import MDP
 
@@ -14,17 +16,17 @@ class SolvedPolicy:
     """The chosen row per state and the policy's expected accuracy and violation rate."""
 
     mdp: MDP
-    row_of_state: np.ndarray  # (S,) index into mdp rows
+    row_of_state: NDArray[Any]  # (S,) index into mdp rows
     expected_accuracy: float
     expected_violation: float
     iterations: int
 
     @property
-    def model_of_state(self) -> np.ndarray:
+    def model_of_state(self) -> NDArray[Any]:
         return self.mdp.row_model[self.row_of_state]
 
 
-def _best_rows(mdp: MDP, q: np.ndarray, slot_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _best_rows(mdp: MDP, q: NDArray[Any], slot_rows: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any]]:
     """Per state, the maximal value and the FIRST row attaining it (lowest model index)."""
     padded = np.full(slot_rows.shape, -np.inf)
     valid = slot_rows >= 0
@@ -34,7 +36,7 @@ def _best_rows(mdp: MDP, q: np.ndarray, slot_rows: np.ndarray) -> tuple[np.ndarr
 
 
 def value_iteration(mdp: MDP, iterations: int = 100, discount: float = 1.0,
-                    tolerance: float = 0.0) -> np.ndarray:
+                    tolerance: float = 0.0) -> NDArray[Any]:
     """Bellman backups from V = 0. The defaults are the reference's: undiscounted, 100 backups
     (a finite horizon long enough that the greedy policy is stationary); with discount < 1 and a
     tolerance it runs to convergence instead. Returns the chosen row per state."""
@@ -42,7 +44,7 @@ def value_iteration(mdp: MDP, iterations: int = 100, discount: float = 1.0,
     slot_rows = np.full((size, int(mdp.row_slot.max()) + 1), -1)
     slot_rows[mdp.row_state, mdp.row_slot] = np.arange(mdp.num_rows)
     probs = mdp.probs
-    value = np.zeros(size)
+    value: NDArray[Any] = np.zeros(size)
     for _ in range(iterations):
         new_value, _ = _best_rows(mdp, mdp.row_reward + discount * (probs @ value), slot_rows)
         delta = float(np.max(np.abs(new_value - value)))
@@ -53,8 +55,8 @@ def value_iteration(mdp: MDP, iterations: int = 100, discount: float = 1.0,
     return rows
 
 
-def stationary(mdp: MDP, rows: np.ndarray, max_iterations: int = 1000,
-               tolerance: float = 1e-13) -> np.ndarray:
+def stationary(mdp: MDP, rows: NDArray[Any], max_iterations: int = 1000,
+               tolerance: float = 1e-13) -> NDArray[Any]:
     """Distribution over states after power iteration from the empty queue (§5.1)."""
     chain = mdp.probs[rows]
     dist = np.zeros(mdp.space.size)
@@ -67,7 +69,7 @@ def stationary(mdp: MDP, rows: np.ndarray, max_iterations: int = 1000,
     return dist
 
 
-def expectations(mdp: MDP, rows: np.ndarray) -> tuple[float, float]:
+def expectations(mdp: MDP, rows: NDArray[Any]) -> tuple[float, float]:
     """(expected accuracy per satisfied query, expected violation rate), queries weighted by the
     batch each state serves."""
     dist = stationary(mdp, rows)

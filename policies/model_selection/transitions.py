@@ -18,14 +18,17 @@ Shortest-queue (appendix I.1): the worker sees Poisson arrivals at lambda_w(n), 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import NDArray
 
 from policies.model_selection.mdp_spec import MDPSpec, StateSpace
 from policies.model_selection.poisson import cdf_table, pmf_table
 
 
 def next_state_probs(latency_s: float, rate_qps: float, stride: int, slo_s: float,
-                     space: StateSpace) -> np.ndarray:
+                     space: StateSpace) -> NDArray[Any]:
     """P(next state | phase g) for an action of latency L: shape (stride, space.size), where
     stride = K for round-robin and 1 for a Poisson worker stream."""
     k, n_max, grid = stride, space.max_queue, space.grid_s
@@ -51,7 +54,7 @@ def next_state_probs(latency_s: float, rate_qps: float, stride: int, slo_s: floa
     return out
 
 
-def arrival_count_probs(latency_s: float, rate_qps: float, stride: int, max_count: int) -> np.ndarray:
+def arrival_count_probs(latency_s: float, rate_qps: float, stride: int, max_count: int) -> NDArray[Any]:
     """P(k worker arrivals during L | phase g), k = 0..max_count (last column: more), (stride, k+2)."""
     cdf = cdf_table(np.array([rate_qps * latency_s]), (max_count + 2) * stride)[0]
     g = np.arange(1, stride + 1)[:, None]
@@ -63,7 +66,7 @@ def arrival_count_probs(latency_s: float, rate_qps: float, stride: int, max_coun
     return out
 
 
-def phase_weights(spec: MDPSpec, space: StateSpace) -> np.ndarray:
+def phase_weights(spec: MDPSpec, space: StateSpace) -> NDArray[Any]:
     """P(g | n, j) for round-robin, n = 1..N+1 (N+1: the full state): shape (N+1, J, K); g index 0
     means g = 1. Where every weight underflows (an all-but-impossible state) the phase is uniform."""
     k, n_max, grid = spec.num_workers, space.max_queue + 1, space.grid_s

@@ -21,7 +21,7 @@ def _pt(b, ms):
 def test_linear_fill_and_suffix_minimum():
     pts = (_pt(1, 10.0), _pt(2, 30.0), _pt(3, 25.0), _pt(5, 40.0))
     table = dense_latency_ms(pts, "p95", 5)
-    assert all(a <= b for a, b in zip(table, table[1:]))
+    assert all(a <= b for a, b in zip(table, table[1:], strict=False))
     assert table[0] == 10.0 and table[4] == 40.0  # measured values kept
     assert table[1] == 25.0  # 30 lowered to the later 25 (suffix minimum)
     assert 25.0 <= table[3] <= 40.0  # b=4 filled by the per-variant line

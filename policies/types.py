@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 
@@ -87,30 +87,3 @@ class Outcome(Enum):
     SERVED_IN_TIME = "served_in_time"
     SERVED_LATE = "served_late"
     DROPPED = "dropped"
-
-
-@dataclass(frozen=True)
-class BatchDecision:
-    """A model-selection decision: run the `batch_size` earliest-deadline requests on `variant`."""
-
-    variant: Variant
-    batch_size: int
-    expected_accuracy: float = 0.0
-
-
-@dataclass(frozen=True)
-class QueueSnapshot:
-    """What a per-worker policy sees: queue length and the earliest deadline's slack."""
-
-    queue_length: int
-    slack_s: float
-    now_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class LoadEstimate:
-    """A load monitor's reading, queries per second over its window."""
-
-    qps: float
-    window_s: float = 0.5
-    extra: dict[str, float] = field(default_factory=dict)

@@ -1,7 +1,8 @@
 """Build the per-worker MDP of RAMSIS (§4): states, valid actions, rewards and transition rows.
 
-Rows are stored densely, one per valid (state, action), grouped by state with actions in model
-order (so "first best" ties go to the lowest model index, as the reference implementation does).
+Rows are stored densely, one per valid (state, action), in build order; `row_slot` numbers each
+state's actions in model order (so "first best" ties go to the lowest model index, as the
+reference implementation does).
 """
 
 from __future__ import annotations
@@ -174,12 +175,13 @@ def _assemble(spec: MDPSpec, space: StateSpace, acc: NDArray[Any], rows: _Rows) 
     state = np.concatenate(rows.state)
     model = np.concatenate(rows.model)
     batch = np.concatenate(rows.batch)
-    # Group by state; within a state, models in index order, larger batches first, late last.
     late = np.concatenate(rows.late)
+    # Rows stay in build order (no copy of the big matrix); only the slot numbers follow the
+    # action order within a state: models by index, larger batches first, late last.
     order = np.lexsort((late, -batch, model, state))
-    state = state[order]
-    starts = np.r_[0, np.nonzero(np.diff(state))[0] + 1]
-    slot = np.arange(state.size) - np.repeat(starts, np.diff(np.r_[starts, state.size]))
-    return MDP(spec, space, acc, state, slot, model[order], batch[order],
-               np.concatenate(rows.reward)[order], late[order],
-               np.concatenate(rows.probs)[order])
+    sorted_state = state[order]
+    starts = np.r_[0, np.nonzero(np.diff(sorted_state))[0] + 1]
+    slot = np.empty(state.size, dtype=np.int64)
+    slot[order] = np.arange(state.size) - np.repeat(starts, np.diff(np.r_[starts, state.size]))
+    return MDP(spec, space, acc, state, slot, model, batch, np.concatenate(rows.reward), late,
+               np.concatenate(rows.probs))

@@ -1,0 +1,60 @@
+"""Helpers shared by the replica schedulers (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policies.profile import LatencyModel, Profile
+from policies.schedulers.base import BatchPlan, Drop, DropReason, PendingItem
+from policies.types import Variant
+
+DEFAULT_PERCENTILE = "p95"
+
+
+def latency_model(profile: Profile, params: dict[str, Any]) -> LatencyModel:
+    """The latency model a scheduler plans with: `percentile` (default p95) and
+    `max_batch_size` (default: the largest profiled batch size) come from `params`."""
+    percentile = str(params.get("percentile", DEFAULT_PERCENTILE))
+    max_batch = params.get("max_batch_size")
+    return LatencyModel.from_profile(profile, percentile,
+                                     None if max_batch is None else int(max_batch))
+
+
+def head_task_items(pending: tuple[PendingItem, ...]) -> tuple[PendingItem, ...]:
+    """Items of the most urgent item's task, in deadline order (a batch holds one task)."""
+    task = pending[0].task
+    return tuple(p for p in pending if p.task == task)
+
+
+def drop_infeasible(pending: tuple[PendingItem, ...], now_s: float,
+                    min_latency_s: float) -> tuple[tuple[Drop, ...], tuple[PendingItem, ...]]:
+    """Split off items that cannot finish by their deadline even alone on the fastest option."""
+    drops = tuple(Drop(p.item_id, DropReason.DEADLINE_EXCEEDED)
+                  for p in pending if now_s + min_latency_s > p.deadline_s)
+    if not drops:
+        return (), pending
+    gone = {d.item_id for d in drops}
+    return drops, tuple(p for p in pending if p.item_id not in gone)
+
+
+def edf_batch_size(items: tuple[PendingItem, ...], now_s: float, model: LatencyModel,
+                   variant_index: int, cap: int) -> int:
+    """Largest b <= cap such that the first b items (deadline order) all finish in time when run
+    now as one batch on the variant; at least 1 when `items` is non-empty."""
+    best = 1
+    for b in range(1, min(cap, len(items)) + 1):
+        finish = now_s + model.latency(variant_index, b)
+        if finish <= min(p.deadline_s for p in items[:b]):
+            best = b
+        else:
+            break
+    return best
+
+
+def plan(variant: Variant, items: tuple[PendingItem, ...], accuracy: float) -> BatchPlan:
+    return BatchPlan(variant=variant, item_ids=tuple(p.item_id for p in items),
+                     expected_accuracy=accuracy)
+
+
+def variant_of(profile: Profile, name: str) -> Variant:
+    return profile.by_name(name).variant

@@ -9,6 +9,7 @@ from policies.profile import Profile
 from policies.schedulers.base import Scheduler
 from policies.schedulers.common import latency_model
 from policies.schedulers.fixed import FixedScheduler
+from policies.schedulers.ramsis import make_jellyfish, make_model_switching, make_ramsis
 
 Factory = Callable[[Profile, dict[str, Any] | None, dict[str, Any]], Scheduler]
 
@@ -34,6 +35,9 @@ _FACTORIES: dict[str, Factory] = {
     "fixed": _fixed,
     "fastest": _fastest,
     "most_accurate": _most_accurate,
+    "ramsis": make_ramsis,
+    "jellyfish": make_jellyfish,
+    "modelswitching": make_model_switching,
 }
 
 

@@ -129,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--worker-list", default=None, help="comma list for --experiment paper")
     sim.add_argument("--jobs", type=int, default=2)
     sim.set_defaults(func=cmd_simulate)
+    from app import cli_profile
+
+    cli_profile.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,78 @@
+"""`adaptserve profile`: measure the model families on this machine and write profile JSONs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from policies.profile import LatencyPoint, Profile
+
+DEFAULT_MODELS = "vit,fusion,family"
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _point(profile_points: tuple[LatencyPoint, ...], batch_size: int) -> LatencyPoint | None:
+    return next((p for p in profile_points if p.batch_size == batch_size), None)
+
+
+def profile_table(profiles: list[Profile], batch_sizes: tuple[int, int] = (1, 16)) -> str:
+    """Variant, accuracy and p50/p95 ms at two batch sizes, one block per profile."""
+    b1, b2 = batch_sizes
+    header = (f"{'profile':<22}{'variant':<22}{'accuracy':>9}"
+              f"{f'p50@{b1}':>10}{f'p95@{b1}':>10}{f'p50@{b2}':>10}{f'p95@{b2}':>10}")
+    lines = [header]
+    for prof in profiles:
+        for vp in prof.variants:
+            cells = []
+            for b in (b1, b2):
+                p = _point(vp.latency, b)
+                cells += [f"{p.p50_ms:10.2f}", f"{p.p95_ms:10.2f}"] if p else [f"{'-':>10}"] * 2
+            lines.append(f"{prof.name:<22}{vp.variant.name:<22}{vp.accuracy:9.4f}{''.join(cells)}")
+    return "\n".join(lines)
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from profiling.artifacts import ensure_profiles, load_profile
+
+    measure: dict[str, Any] = {"warmup": args.warmup, "repeats": args.repeats,
+                               "min_time_s": args.min_time_s, "device": args.device}
+    batch_sizes = [int(b) for b in _csv(args.batch_sizes)]
+    paths = ensure_profiles(_csv(args.models), args.models_dir, args.out, args.force,
+                            tasks=_csv(args.tasks) if args.tasks else None,
+                            batch_sizes=batch_sizes, threads=args.threads, progress=True,
+                            **measure)
+    profiles = [load_profile(p) for p in paths.values()]
+    shown = (min(batch_sizes), 16 if 16 in batch_sizes else max(batch_sizes))
+    print(profile_table(profiles, shown))
+    if profiles:
+        meta = profiles[0].metadata
+        print(f"hardware {profiles[0].hardware}, torch {meta.get('torch')}, "
+              f"threads {meta.get('threads')}, load avg (1 min) {meta.get('load_avg_1m')}")
+    for name, path in paths.items():
+        print(f"  {name}: {path}")
+    return 0
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `profile` on the `adaptserve` subparsers."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "profile", help="measure model families on this machine -> profile JSONs")
+    p.add_argument("--models", default=DEFAULT_MODELS, help="comma list of registry names")
+    p.add_argument("--tasks", default=None,
+                   help="comma list of tasks (default: every task of each model)")
+    p.add_argument("--out", type=Path, default=Path(".cache/profiles"))
+    p.add_argument("--models-dir", type=Path, default=Path(".cache/models"))
+    p.add_argument("--batch-sizes", default="1,2,4,8,16,32")
+    p.add_argument("--threads", type=int, default=1, help="torch threads, as a replica pins")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=30, help="most timed calls per point")
+    p.add_argument("--min-time-s", type=float, default=0.3,
+                   help="stop timing a point after this much work (and >= 5 calls)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--force", action="store_true", help="re-measure even if current")
+    p.set_defaults(func=cmd_profile)
+    return p

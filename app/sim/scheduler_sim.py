@@ -1,0 +1,237 @@
+"""Discrete-event simulation of the live classifier deployment: K replicas, each with a
+deadline-ordered queue driven by an unchanged `policies.schedulers` Scheduler object.
+
+- Routing as Ray Serve's default router (PowerOfTwoChoicesRequestRouter, Ray 2.60): two distinct
+  random replicas, the one with fewer ongoing requests (queued + running) wins, ties to the first
+  sampled; replicas at `max_ongoing` do not accept, and a request no replica accepts waits in the
+  router (FIFO) until one frees a slot. Or plain round-robin.
+- A batch takes the profile's latency for (variant, batch size) at a percentile, or a sample of a
+  lognormal fitted to the measured p50 and p95 ("sampled").
+- A request reaches its replica `overhead_ms` after it is sent (network, ingress, preprocess);
+  its deadline is send time + SLO, and latency is measured from the send time as loadgen does.
+Results are `RequestRecord`s summarized by the same code as the live load generator.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.sim.events import EventKind, EventQueue
+from app.sim.monitor import LoadMonitor
+from app.sim.request_metrics import LoadSummary, RequestRecord, summarize
+from policies.profile import PERCENTILES, LatencyModel, Profile, dense_latency_ms
+from policies.schedulers.base import PendingItem, Scheduler
+
+ROUTINGS = ("pow2", "round_robin")
+SERVICE_MODES = (*PERCENTILES, "sampled")
+_Z95 = 1.6448536269514722
+
+
+@dataclass(frozen=True)
+class SchedulerSimConfig:
+    replicas: int
+    slo_ms: float
+    routing: str = "pow2"
+    service: str = "p50"
+    max_batch_size: int | None = None
+    overhead_ms: float = 0.0
+    load_window_s: float = 1.0
+    load_scope: str = "replica"  # "replica": the replica's arrivals; "deployment": all arrivals
+    max_ongoing: int | None = None
+    task: str = "default"
+    min_accuracy: float | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.replicas < 1:
+            raise ValueError(f"need at least one replica, got {self.replicas}")
+        if self.routing not in ROUTINGS:
+            raise ValueError(f"unknown routing {self.routing!r}; valid: {list(ROUTINGS)}")
+        if self.service not in SERVICE_MODES:
+            raise ValueError(f"unknown service mode {self.service!r}; valid: {list(SERVICE_MODES)}")
+        if self.load_scope not in ("replica", "deployment"):
+            raise ValueError(f"unknown load scope {self.load_scope!r}")
+
+
+@dataclass(frozen=True)
+class SimRun:
+    records: list[RequestRecord]
+    summary: LoadSummary
+    batches: list[tuple[float, int, str, int]] = field(default_factory=list)  # t, replica, variant, size
+
+
+class ServiceTimes:
+    """Batch latency (seconds) per variant name and batch size."""
+
+    def __init__(self, profile: Profile, mode: str, max_batch_size: int | None, seed: int) -> None:
+        self.mode = mode
+        pct = "p50" if mode == "sampled" else mode
+        self.model = LatencyModel.from_profile(profile, pct, max_batch_size)
+        self.sigma: dict[str, list[float]] = {}
+        if mode == "sampled":
+            n = self.model.max_batch_size
+            for v in profile.variants:
+                p50 = dense_latency_ms(v.latency, "p50", n)
+                p95 = dense_latency_ms(v.latency, "p95", n)
+                self.sigma[v.variant.name] = [max(0.0, math.log(max(b, a) / a)) / _Z95 if a > 0
+                                              else 0.0 for a, b in zip(p50, p95, strict=True)]
+        self.rng = np.random.default_rng(seed + 7)
+
+    def __call__(self, variant: str, batch_size: int) -> float:
+        median = self.model.latency(self.model.index(variant), batch_size)
+        if self.mode != "sampled":
+            return median
+        sig = self.sigma[variant]
+        s = sig[min(batch_size, len(sig)) - 1]
+        return float(median * math.exp(s * float(self.rng.standard_normal())))
+
+
+class _Replica:
+    def __init__(self, scheduler: Scheduler, window_s: float) -> None:
+        self.scheduler = scheduler
+        self.pending: list[tuple[float, int, PendingItem]] = []  # (deadline, seq, item)
+        self.running = 0
+        self.batch: list[int] = []
+        self.batch_meta: tuple[float, float, str, float] = (0.0, 0.0, "", 0.0)
+        self.monitor = LoadMonitor(window_s)
+        self.tick_at: float | None = None
+
+    def ongoing(self) -> int:
+        return len(self.pending) + self.running
+
+
+def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
+             arrivals_s: NDArray[Any], duration_s: float, config: SchedulerSimConfig) -> SimRun:
+    """Run every arrival through the replicas; returns one record per arrival and the summary."""
+    cfg = config
+    times = [float(t) for t in np.asarray(arrivals_s, dtype=float)]
+    service = ServiceTimes(profile, cfg.service, cfg.max_batch_size, cfg.seed)
+    replicas = [_Replica(make_scheduler(k), cfg.load_window_s) for k in range(cfg.replicas)]
+    global_monitor = LoadMonitor(cfg.load_window_s)
+    rng = np.random.default_rng(cfg.seed + 1)
+    records: list[RequestRecord | None] = [None] * len(times)
+    batches: list[tuple[float, int, str, int]] = []
+    backlog: deque[int] = deque()
+    events = EventQueue()
+    overhead_s = cfg.overhead_ms / 1000.0
+    slo_s = cfg.slo_ms / 1000.0
+    rr = [0]
+    seq = [0]
+
+    def finish(i: int, outcome: str, now: float, **kw: Any) -> None:
+        records[i] = RequestRecord(index=i, scheduled_s=times[i], sent_s=times[i], outcome=outcome,
+                                   latency_ms=1000.0 * (now - times[i]), status_code=200, **kw)
+
+    def accepts(k: int) -> bool:
+        return cfg.max_ongoing is None or replicas[k].ongoing() < cfg.max_ongoing
+
+    def route() -> int | None:
+        open_ = [k for k in range(cfg.replicas) if accepts(k)]
+        if not open_:
+            return None
+        if cfg.routing == "round_robin":
+            for _ in range(cfg.replicas):
+                k = rr[0]
+                rr[0] = (rr[0] + 1) % cfg.replicas
+                if accepts(k):
+                    return k
+            return None
+        if len(open_) == 1:
+            return open_[0]
+        i, j = (int(x) for x in rng.choice(len(open_), size=2, replace=False))
+        a, b = open_[i], open_[j]
+        return b if replicas[b].ongoing() < replicas[a].ongoing() else a
+
+    def enqueue(i: int, k: int, now: float) -> None:
+        rep = replicas[k]
+        rep.monitor.record(now)
+        item = PendingItem(item_id=str(i), arrival_s=times[i], deadline_s=times[i] + slo_s,
+                           task=cfg.task, min_accuracy=cfg.min_accuracy)
+        bisect.insort(rep.pending, (item.deadline_s, seq[0], item))
+        seq[0] += 1
+        if rep.running == 0:
+            step(k, now)
+
+    def drain_backlog(now: float) -> None:
+        while backlog:
+            k = route()
+            if k is None:
+                return
+            enqueue(backlog.popleft(), k, now)
+
+    def step(k: int, now: float) -> None:
+        rep = replicas[k]
+        while rep.pending and rep.running == 0:
+            load = (rep.monitor if cfg.load_scope == "replica" else global_monitor).qps(now)
+            decision = rep.scheduler.decide(tuple(p for _, _, p in rep.pending), now, load)
+            removed: set[str] = set()
+            for d in decision.drops:
+                if d.item_id not in removed and any(p.item_id == d.item_id for _, _, p in rep.pending):
+                    removed.add(d.item_id)
+                    finish(int(d.item_id), d.reason.value, now, replica=str(k))
+            plan = decision.run
+            if plan is not None:
+                ids = [x for x in plan.item_ids if x not in removed]
+                removed.update(ids)
+                dur = service(plan.variant.name, len(ids))
+                rep.batch = [int(x) for x in ids]
+                rep.batch_meta = (now, dur, plan.variant.name, plan.expected_accuracy)
+                rep.running = len(ids)
+                batches.append((now, k, plan.variant.name, len(ids)))
+                events.push(now + dur, EventKind.BATCH_DONE, k)
+            rep.pending = [e for e in rep.pending if e[2].item_id not in removed]
+            if plan is None and not removed:
+                if decision.wait_s is not None and rep.pending:
+                    at = now + max(decision.wait_s, 1e-6)
+                    if rep.tick_at is None or at < rep.tick_at:
+                        rep.tick_at = at
+                        events.push(at, EventKind.TICK, k)
+                break
+        drain_backlog(now)
+
+    def batch_done(k: int, now: float) -> None:
+        rep = replicas[k]
+        start, dur, variant, acc = rep.batch_meta
+        for i in rep.batch:
+            finish(i, "ok", now, variant=variant, batch_size=len(rep.batch),
+                   queue_ms=1000.0 * (start - times[i] - overhead_s), compute_ms=1000.0 * dur,
+                   expected_accuracy=acc, replica=str(k))
+        rep.batch = []
+        rep.running = 0
+        step(k, now)
+
+    if times:
+        events.push(times[0] + overhead_s, EventKind.ARRIVAL, 0)
+    while len(events):
+        now, kind, _, payload = events.pop()
+        if kind == EventKind.BATCH_DONE:
+            batch_done(payload, now)
+        elif kind == EventKind.TICK:
+            rep = replicas[payload]
+            if rep.tick_at is not None and abs(rep.tick_at - now) < 1e-12:
+                rep.tick_at = None
+                if rep.running == 0:
+                    step(payload, now)
+        else:
+            i = payload
+            if i + 1 < len(times):
+                events.push(times[i + 1] + overhead_s, EventKind.ARRIVAL, i + 1)
+            global_monitor.record(now)
+            k = route() if not backlog else None
+            if k is None:
+                backlog.append(i)
+            else:
+                enqueue(i, k, now)
+    done = [r if r is not None else RequestRecord(index=i, scheduled_s=times[i],
+                                                  sent_s=times[i], outcome="timeout",
+                                                  error="never answered")
+            for i, r in enumerate(records)]
+    return SimRun(done, summarize(done, duration_s, cfg.slo_ms), batches)

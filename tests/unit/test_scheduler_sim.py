@@ -1,0 +1,106 @@
+"""The scheduler simulator with the unchanged FixedScheduler on a hand-built profile."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.sim.request_metrics import summarize
+from app.sim.scheduler_sim import SchedulerSimConfig, simulate
+from app.sim.trace_spec import TraceSpec, arrival_times
+from policies.profile import LatencyPoint, Profile, VariantProfile
+from policies.schedulers.registry import make_scheduler
+from policies.types import Variant
+
+
+def _points(ms_by_batch: dict[int, float]) -> tuple[LatencyPoint, ...]:
+    return tuple(LatencyPoint(b, ms, ms, ms, ms, 10) for b, ms in ms_by_batch.items())
+
+
+def _profile() -> Profile:
+    return Profile("toy", "cpu", (
+        VariantProfile(Variant("small"), 0.70, _points({1: 10.0, 2: 12.0, 4: 16.0, 8: 24.0})),
+        VariantProfile(Variant("big"), 0.90, _points({1: 40.0, 2: 50.0, 4: 70.0, 8: 110.0})),
+    ))
+
+
+def _run(arrivals: list[float], cfg: SchedulerSimConfig, name: str = "most_accurate",
+         duration_s: float = 1.0):
+    prof = _profile()
+    return simulate(prof, lambda k: make_scheduler(name, prof), np.array(arrivals), duration_s, cfg)
+
+
+def test_light_load_serves_each_alone_on_the_fixed_variant() -> None:
+    arrivals = [0.0, 0.1, 0.2, 0.3]
+    run = _run(arrivals, SchedulerSimConfig(replicas=1, slo_ms=100.0, overhead_ms=5.0))
+    assert [r.index for r in run.records] == [0, 1, 2, 3]
+    for r in run.records:
+        assert r.outcome == "ok" and r.variant == "big" and r.batch_size == 1
+        assert r.latency_ms == pytest.approx(45.0)
+        assert r.compute_ms == pytest.approx(40.0) and r.queue_ms == pytest.approx(0.0)
+        assert r.expected_accuracy == pytest.approx(0.9)
+    s = run.summary
+    assert (s.sent, s.ok, s.satisfied) == (4, 4, 4)
+    assert s.goodput_qps == pytest.approx(4.0)
+    assert s.overhead_p50_ms == pytest.approx(5.0)
+    assert s.expected_accuracy_of_satisfied == pytest.approx(0.9)
+    assert s.accuracy_of_satisfied == pytest.approx(0.9)  # expected accuracy stands in
+
+
+def test_queue_builds_batches_that_meet_deadlines() -> None:
+    # 4 requests at once: the first runs alone (queue empty when it came), then 3 in one batch.
+    run = _run([0.0, 0.0, 0.0, 0.0], SchedulerSimConfig(replicas=1, slo_ms=200.0))
+    sizes = [size for _, _, _, size in run.batches]
+    assert sizes == [1, 3]
+    lat = sorted(r.latency_ms for r in run.records)
+    assert lat == pytest.approx([40.0, 40.0 + 60.0, 100.0, 100.0])  # b=3 -> 60 ms (linear fill)
+    assert run.summary.satisfied == 4
+
+
+def test_infeasible_items_are_dropped_and_recorded() -> None:
+    # 20 simultaneous requests, SLO 90 ms: big b=1 takes 40 ms; later items cannot make it.
+    run = _run([0.0] * 20, SchedulerSimConfig(replicas=1, slo_ms=90.0))
+    outcomes = [r.outcome for r in run.records]
+    assert len(outcomes) == 20
+    assert set(outcomes) == {"ok", "deadline_exceeded"}
+    s = run.summary
+    assert s.ok + s.deadline_exceeded == 20
+    assert all(r.latency_ms <= 90.0 + 1e-6 for r in run.records if r.outcome == "ok")
+    assert s.slo_attainment == pytest.approx(s.ok / 20)
+
+
+def test_round_robin_alternates_and_pow2_spreads() -> None:
+    arrivals = [0.001 * i for i in range(8)]
+    rr = _run(arrivals, SchedulerSimConfig(replicas=2, slo_ms=1000.0, routing="round_robin"))
+    assert [r.replica for r in rr.records] == ["0", "1"] * 4
+    p2 = _run(arrivals, SchedulerSimConfig(replicas=4, slo_ms=1000.0, routing="pow2"))
+    used = {r.replica for r in p2.records}
+    assert len(used) >= 3  # the shortest of two random replicas spreads a burst
+
+
+def test_max_ongoing_backlog_still_answers_everyone() -> None:
+    run = _run([0.0] * 12, SchedulerSimConfig(replicas=2, slo_ms=5000.0, max_ongoing=2))
+    assert run.summary.ok == 12
+    assert max(r.batch_size or 0 for r in run.records) <= 2
+
+
+def test_same_trace_same_seed_is_deterministic_and_sampled_mode_runs() -> None:
+    spec = TraceSpec("poisson", qps=150.0, duration_s=5.0, seed=3)
+    arr = arrival_times(spec)
+    cfg = SchedulerSimConfig(replicas=2, slo_ms=150.0, service="sampled", seed=3)
+    a = _run(list(arr), cfg, duration_s=5.0)
+    b = _run(list(arr), cfg, duration_s=5.0)
+    assert a.summary == b.summary
+    assert a.summary.sent == arr.size
+    assert summarize(a.records, 5.0, 150.0) == a.summary
+    fast = _run(list(arr), SchedulerSimConfig(replicas=2, slo_ms=150.0), name="fastest",
+                duration_s=5.0)
+    assert fast.summary.variant_share == {"small": 1.0}
+    assert fast.summary.satisfied >= a.summary.satisfied
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError, match="routing"):
+        SchedulerSimConfig(replicas=1, slo_ms=1.0, routing="random")
+    with pytest.raises(ValueError, match="service"):
+        SchedulerSimConfig(replicas=1, slo_ms=1.0, service="p42")

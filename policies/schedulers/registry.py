@@ -9,6 +9,7 @@ from policies.profile import Profile
 from policies.schedulers.base import Scheduler
 from policies.schedulers.common import latency_model
 from policies.schedulers.fixed import FixedScheduler
+from policies.schedulers.otas import make_fixed_gamma, make_otas
 from policies.schedulers.ramsis import make_jellyfish, make_model_switching, make_ramsis
 
 Factory = Callable[[Profile, dict[str, Any] | None, dict[str, Any]], Scheduler]
@@ -38,6 +39,8 @@ _FACTORIES: dict[str, Factory] = {
     "ramsis": make_ramsis,
     "jellyfish": make_jellyfish,
     "modelswitching": make_model_switching,
+    "otas": make_otas,
+    "fixed_gamma": make_fixed_gamma,
 }
 
 

@@ -9,6 +9,7 @@ from policies.profile import Profile
 from policies.schedulers.base import Scheduler
 from policies.schedulers.common import latency_model
 from policies.schedulers.fixed import FixedScheduler
+from policies.schedulers.mosel import make_all_modalities, make_mosel
 from policies.schedulers.otas import make_fixed_gamma, make_otas
 from policies.schedulers.ramsis import make_jellyfish, make_model_switching, make_ramsis
 
@@ -41,6 +42,8 @@ _FACTORIES: dict[str, Factory] = {
     "modelswitching": make_model_switching,
     "otas": make_otas,
     "fixed_gamma": make_fixed_gamma,
+    "mosel": make_mosel,
+    "all_modalities": make_all_modalities,
 }
 
 

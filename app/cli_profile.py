@@ -54,6 +54,15 @@ def cmd_profile(args: argparse.Namespace) -> int:
               f"threads {meta.get('threads')}, load avg (1 min) {meta.get('load_avg_1m')}")
     for name, path in paths.items():
         print(f"  {name}: {path}")
+    if args.plans:
+        from profiling.plans import PlanSettings, ensure_plans
+
+        settings = PlanSettings(slo_s=args.slo_ms / 1000, num_workers=args.workers,
+                                percentile=args.percentile, max_batch_size=args.plan_max_batch)
+        plans = ensure_plans(paths, args.plans_dir, settings, force=args.force)
+        print(f"{len(plans)} plans (SLO {args.slo_ms:g} ms, {args.workers} workers):")
+        for name, path in plans.items():
+            print(f"  {name}: {path}")
     return 0
 
 
@@ -73,6 +82,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--min-time-s", type=float, default=0.3,
                    help="stop timing a point after this much work (and >= 5 calls)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--force", action="store_true", help="re-measure even if current")
+    p.add_argument("--force", action="store_true", help="re-measure (and re-plan) even if current")
+    p.add_argument("--plans", action="store_true",
+                   help="also build the scheduler plans of each profile (profiling/plans.py)")
+    p.add_argument("--plans-dir", type=Path, default=Path(".cache/plans"))
+    p.add_argument("--slo-ms", type=float, default=200.0, help="SLO the plans are built for")
+    p.add_argument("--workers", type=int, default=1, help="replicas the plans are built for")
+    p.add_argument("--percentile", default="p95", choices=["mean", "p50", "p95", "p99"])
+    p.add_argument("--plan-max-batch", type=int, default=8, help="largest batch a replica runs")
     p.set_defaults(func=cmd_profile)
     return p

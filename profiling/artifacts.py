@@ -3,7 +3,7 @@
 A profile is stale when it is missing, unreadable, of another format version, measured with
 other batch sizes or threads, or when the model's weights changed: the profile's metadata keeps
 `weights_hash` (`model_fingerprint`), a hash of every weight tensor, the variants and the tasks.
-Plans built from the profiles live in `profiling/plans.py`.
+Plans built from the profiles (`ensure_plans`, re-exported here) live in `profiling/plans.py`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ import torch
 from deployments.models.base import ServableModel
 from policies.profile import Profile
 from profiling.measure import DEFAULT_BATCH_SIZES, profile_model, profile_name
+from profiling.plans import PlanSettings, ensure_plans
+
+__all__ = ["PlanSettings", "ensure_plans", "ensure_profiles", "load_profile", "model_fingerprint",
+           "profile_path", "stale_reason", "write_profile"]
 
 log = logging.getLogger(__name__)
 

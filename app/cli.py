@@ -132,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     from app import cli_profile
 
     cli_profile.add_parser(sub)
+    from app import cli_loadgen
+
+    cli_loadgen.add_parser(sub)
     return parser
 
 

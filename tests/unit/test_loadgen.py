@@ -1,0 +1,218 @@
+"""Load generator against a tiny local aiohttp server (the fake stands in for the HTTP peer)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from aiohttp import web
+
+from app.loadgen import LoadgenConfig, build_payloads, format_summary, run_load
+from app.loadgen_report import plot_runs, write_json
+from app.sim.request_metrics import RequestRecord, summarize
+from app.sim.trace_spec import TraceSpec, arrival_times
+
+
+def _answer(inputs: dict[str, Any], rid: str) -> tuple[int, dict[str, Any]]:
+    mode = inputs.get("mode", "ok")
+    if mode == "500":
+        return 500, {"error": {"type": "internal", "message": "boom"}}
+    if mode in ("shed", "deadline_exceeded"):
+        return 200, {"request_id": rid, "status": mode, "latency_ms": 1.0, "error": "late"}
+    decision = {"variant": inputs.get("variant", "big"), "model": "m", "modalities": [],
+                "gamma": 0, "expected_accuracy": 0.9, "batch_size": 2, "queue_ms": 3.0,
+                "compute_ms": 10.0, "deadline_met": True, "replica": "r0"}
+    return 200, {"request_id": rid, "status": "ok", "latency_ms": 12.0, "decision": decision,
+                 "prediction": {"label": inputs["pred"], "confidence": 0.8}}
+
+
+class FakeServer:
+    """POST /v1/classify and /v1/jobs in a background thread; `delay_s` per request, plus
+    inputs {"mode": "hang"} sleeping `hang_s`."""
+
+    def __init__(self, delay_s: float = 0.0, hang_s: float = 1.2) -> None:
+        self.delay_s, self.hang_s = delay_s, hang_s
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.received: list[float] = []
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.port = 0
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        self.received.append(time.perf_counter())
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            body = await request.json()
+            items = body["items"] if request.path == "/v1/jobs" else [body["inputs"]]
+            if any(i.get("mode") == "hang" for i in items):
+                await asyncio.sleep(self.hang_s)
+            await asyncio.sleep(self.delay_s)
+            answers = [_answer(i, f"r{k}") for k, i in enumerate(items)]
+            if request.path == "/v1/jobs":
+                return web.json_response({"job_id": "j1", "results": [a for _, a in answers]})
+            status, data = answers[0]
+            return web.json_response(data, status=status)
+        finally:
+            self.in_flight -= 1
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        app = web.Application()
+        app.router.add_post("/v1/classify", self._handle)
+        app.router.add_post("/v1/jobs", self._handle)
+        self.runner = web.AppRunner(app)
+        self.loop.run_until_complete(self.runner.setup())
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        self.loop.run_until_complete(site.start())
+        self.port = self.runner.addresses[0][1]
+        self.ready.set()
+        self.loop.run_forever()
+
+    def start(self) -> FakeServer:
+        self.thread.start()
+        assert self.ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    s = FakeServer().start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def slow_server() -> Iterator[FakeServer]:
+    s = FakeServer(delay_s=0.4).start()
+    yield s
+    s.stop()
+
+
+def _cfg(url: str, qps: float, duration_s: float, **kw: Any) -> LoadgenConfig:
+    return LoadgenConfig(url=url, model="m", trace=TraceSpec("constant", qps, duration_s),
+                         slo_ms=kw.pop("slo_ms", 1000.0), **kw)
+
+
+def test_every_request_recorded_with_its_outcome(server: FakeServer) -> None:
+    items = [({"mode": "ok", "pred": 1}, 1), ({"mode": "ok", "pred": 0}, 1),
+             ({"mode": "shed"}, 2), ({"mode": "deadline_exceeded"}, 2), ({"mode": "500"}, 0),
+             ({"mode": "hang"}, 0)]
+    cfg = _cfg(server.url, qps=30.0, duration_s=1.0, timeout_s=0.8)
+    result = run_load(cfg, build_payloads(items, cfg))
+    recs = result.records
+    assert sorted(r.index for r in recs) == list(range(30))
+    s = result.summary
+    assert (s.sent, s.ok, s.shed, s.deadline_exceeded, s.errors, s.timeouts) == (30, 10, 5, 5, 5, 5)
+    assert s.answered == 20
+    assert s.satisfied == 10 and s.goodput_qps == pytest.approx(10.0)
+    assert s.slo_attainment == pytest.approx(10 / 30)
+    assert s.slo_attainment_admitted == pytest.approx(10 / 25)
+    assert s.accuracy_of_satisfied == pytest.approx(0.5)  # every other ok answer is wrong
+    assert s.expected_accuracy_of_satisfied == pytest.approx(0.9)
+    assert s.variant_share == {"big": 1.0}
+    errs = [r for r in recs if r.outcome == "error"]
+    assert all(r.status_code == 500 and "boom" in (r.error or "") for r in errs)
+    assert all(r.latency_ms is None and r.status_code == 0
+               for r in recs if r.outcome == "timeout")
+    assert "deadline_exceeded" in format_summary(s)
+
+
+def test_open_loop_sends_on_schedule_regardless_of_answers(slow_server: FakeServer) -> None:
+    cfg = _cfg(slow_server.url, qps=50.0, duration_s=1.0)
+    payloads = build_payloads([({"pred": 0}, 0)], cfg)
+    t = time.perf_counter()
+    result = run_load(cfg, payloads)
+    wall = time.perf_counter() - t
+    recs = result.records
+    assert len(recs) == 50 and result.summary.ok == 50
+    # A closed loop would need 50 x 0.4 s; open loop: about duration + one service time.
+    assert wall < 4.0
+    assert slow_server.max_in_flight >= 10
+    lags = np.array([r.sent_s - r.scheduled_s for r in recs])
+    assert lags.min() >= -1e-3 and np.median(lags) < 0.05
+    sched = np.array([r.scheduled_s for r in recs])
+    assert np.allclose(np.diff(sched), 0.02)
+    assert all(r.latency_ms is not None and r.latency_ms >= 390.0 for r in recs)
+    assert result.summary.overhead_p50_ms == pytest.approx(result.summary.latency_p50_ms - 10.0)
+
+
+def test_jobs_record_every_item(server: FakeServer, tmp_path: Any) -> None:
+    cfg = _cfg(server.url, qps=10.0, duration_s=1.0, job_size=3)
+    payloads = build_payloads([({"pred": k % 2}, 0) for k in range(6)], cfg)
+    assert len(payloads) == 2
+    assert json.loads(payloads[1].body)["items"][0] == {"pred": 1}
+    result = run_load(cfg, payloads)
+    assert sorted(r.index for r in result.records) == list(range(30))
+    assert all(r.job_id == "j1" and r.outcome == "ok" for r in result.records)
+    write_json(tmp_path / "run.json", result.to_dict())
+    loaded = json.loads((tmp_path / "run.json").read_text())
+    assert len(loaded["records"]) == 30 and loaded["summary"]["sent"] == 30
+    plot_runs({"jobs": result.series}, cfg.slo_ms, tmp_path / "run.png")
+    assert (tmp_path / "run.png").stat().st_size > 0
+
+
+def test_unreachable_server_counts_errors() -> None:
+    cfg = _cfg("http://127.0.0.1:9", qps=20.0, duration_s=0.5, timeout_s=2.0)
+    result = run_load(cfg, build_payloads([({"pred": 0}, 0)], cfg))
+    assert result.summary.sent == 10 and result.summary.errors == 10
+    assert result.summary.goodput_qps == 0.0
+
+
+def test_payload_body_follows_the_wire_format() -> None:
+    cfg = _cfg("http://x", 1.0, 1.0, min_accuracy=0.8, task="t", slo_ms=150.0)
+    body = json.loads(build_payloads([({"image": "abc"}, 3)], cfg)[0].body)
+    assert body == {"model": "m", "task": "t", "inputs": {"image": "abc"},
+                    "slo": {"latency_ms": 150.0, "min_accuracy": 0.8}}
+
+
+def test_summary_math_on_hand_made_records() -> None:
+    def rec(i: int, outcome: str, lat: float | None, **kw: Any) -> RequestRecord:
+        return RequestRecord(index=i, scheduled_s=0.5 * i, sent_s=0.5 * i + 0.001,
+                             outcome=outcome, latency_ms=lat, **kw)
+
+    recs = [rec(0, "ok", 50.0, label=1, predicted=1, variant="a", compute_ms=20.0, batch_size=1),
+            rec(1, "ok", 90.0, label=1, predicted=0, variant="b", compute_ms=30.0, batch_size=3),
+            rec(2, "ok", 150.0, label=1, predicted=1, variant="b", compute_ms=40.0, batch_size=2),
+            rec(3, "shed", 1.0), rec(4, "timeout", None), rec(5, "error", 3.0)]
+    s = summarize(recs, duration_s=3.0, slo_ms=100.0)
+    assert (s.sent, s.answered, s.ok, s.satisfied) == (6, 4, 3, 2)
+    assert s.goodput_qps == pytest.approx(2 / 3)
+    assert s.slo_attainment_admitted == pytest.approx(2 / 5)
+    assert s.accuracy_of_satisfied == pytest.approx(0.5)
+    assert s.latency_p50_ms == pytest.approx(90.0)
+    assert s.overhead_p50_ms == pytest.approx(60.0)
+    assert s.mean_batch_size == pytest.approx(2.0)
+    assert s.variant_share == pytest.approx({"a": 1 / 3, "b": 2 / 3})
+    assert s.max_send_lag_ms == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="unknown outcomes"):
+        summarize([rec(0, "lost", None)], 1.0, 1.0)
+
+
+def test_trace_specs() -> None:
+    assert arrival_times(TraceSpec("constant", 4.0, 2.0)).tolist() == [i / 4 for i in range(8)]
+    p1 = arrival_times(TraceSpec("poisson", 100.0, 5.0, seed=1))
+    assert np.array_equal(p1, arrival_times(TraceSpec("poisson", 100.0, 5.0, seed=1)))
+    assert 400 < p1.size < 600 and p1.max() < 5.0
+    tw = arrival_times(TraceSpec("twitter", 50.0, 60.0, peak_qps=150.0, seed=0))
+    per_s = np.bincount(tw.astype(int), minlength=60)
+    assert 40 < per_s.mean() < 160 and tw.max() < 60.0
+    with pytest.raises(ValueError, match="trace"):
+        TraceSpec("bursty", 1.0, 1.0)

@@ -187,3 +187,23 @@ def test_cli_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert "oracle" in out and "0.7500" in out and "p95@2" in out
     assert (tmp_path / "plans" / "tiny.default.ramsis.json").exists()
     assert (tmp_path / "plans" / "tiny.default.jellyfish.json").exists()
+
+
+@pytest.mark.slow
+def test_profile_real_family() -> None:
+    """The real "family" model (trained on first use, then cached), small batches and repeats."""
+    registry = pytest.importorskip("deployments.models.registry")
+    from profiling.paths import REPO_ROOT
+
+    model = registry.load_model("family", cache_dir=REPO_ROOT / ".cache" / "models")
+    task = model.tasks()[0]
+    prof = profile_model(model, task, batch_sizes=(1, 4), warmup=1, repeats=3, min_repeats=2,
+                         min_time_s=0.0, progress=False, name="family")
+    assert prof.name == f"family.{task}"
+    assert prof.names() == [v.name for v in model.variants()]
+    assert prof.metadata["test_items"] == len(model.examples("test", task))
+    for vp in prof.variants:
+        assert [p.batch_size for p in vp.latency] == [1, 4]
+        assert all(0 < p.p50_ms <= p.p95_ms <= p.p99_ms for p in vp.latency)
+        assert 0.2 < vp.accuracy <= 1.0  # trained: well above 10-way chance (0.1)
+    assert Profile.from_dict(json.loads(json.dumps(prof.to_dict()))) == prof

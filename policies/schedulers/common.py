@@ -41,10 +41,10 @@ def edf_batch_size(items: tuple[PendingItem, ...], now_s: float, model: LatencyM
                    variant_index: int, cap: int) -> int:
     """Largest b <= cap such that the first b items (deadline order) all finish in time when run
     now as one batch on the variant; at least 1 when `items` is non-empty."""
-    best = 1
+    best, earliest = 1, float("inf")
     for b in range(1, min(cap, len(items)) + 1):
-        finish = now_s + model.latency(variant_index, b)
-        if finish <= min(p.deadline_s for p in items[:b]):
+        earliest = min(earliest, items[b - 1].deadline_s)
+        if now_s + model.latency(variant_index, b) <= earliest:
             best = b
         else:
             break

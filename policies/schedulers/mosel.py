@@ -51,12 +51,13 @@ class MoselScheduler(Scheduler):
     """MOSEL over a replica's queue (`policy`: optimized | random | aggressive | none)."""
 
     def __init__(self, profile: Profile, plan_dict: dict[str, Any], policy: str = "optimized",
-                 seed: int = 0, name: str = "mosel") -> None:
+                 seed: int = 0, name: str = "mosel", max_batch_size: int | None = None) -> None:
         self.name = name
         self.profile = profile
         self.plan_id = str(plan_dict.get("plan_id", ""))
         self.model = plan_model(profile, plan_dict, {})
-        self.max_batch_size = self.model.max_batch_size
+        self._cap = max_batch_size
+        self.max_batch_size = min(self.model.max_batch_size, max_batch_size or 1 << 30)
         matrix = load_mosel_matrix(plan_dict, self.model)
         all_index = self.model.index(str(plan_dict["all_modalities_variant"]))
         self.tables = ModalityTables(matrix, self.model, all_index)
@@ -127,8 +128,10 @@ class MoselScheduler(Scheduler):
         if plan.assignments:
             first = plan.assignments[0]
             key = by_id[first.job_id]
-            self._active = _Active(key, [(b.variant_index, b.batch_size)
-                                         for b in first.strategy.batches])
+            cap = self.max_batch_size
+            self._active = _Active(key, [(b.variant_index, min(cap, b.batch_size - c))
+                                         for b in first.strategy.batches
+                                         for c in range(0, b.batch_size, cap)])
             self._counts["jobs_started"] += 1
             run = self._continue(jobs)
         return SchedulerDecision(drops=tuple(drops), run=run)
@@ -146,7 +149,7 @@ class MoselScheduler(Scheduler):
         variant_index, size = active.remaining.pop(0)
         if not active.remaining:
             self._active = None
-        return self._batch(items, variant_index, max(1, min(size, self.max_batch_size)))
+        return self._batch(items, variant_index, max(1, size))
 
     def stats(self) -> SchedulerStats:
         extra = dict(self._counts)
@@ -156,7 +159,8 @@ class MoselScheduler(Scheduler):
     def update_plan(self, plan_dict: dict[str, Any]) -> None:
         """A new `mosel_matrix` plan (built for this profile); the running job finishes on its
         strategy, queued jobs are re-planned on the new matrix."""
-        fresh = MoselScheduler(self.profile, plan_dict, self._policy_name, self._seed, self.name)
+        fresh = MoselScheduler(self.profile, plan_dict, self._policy_name, self._seed, self.name,
+                               self._cap)
         self.model, self.tables, self.policy = fresh.model, fresh.tables, fresh.policy
         self.max_job_size, self.max_batch_size = fresh.max_job_size, fresh.max_batch_size
         self._fastest_s, self.plan_id = fresh._fastest_s, fresh.plan_id
@@ -173,16 +177,21 @@ def _plan(profile: Profile, plan_dict: dict[str, Any] | None,
                             params.get("max_batch_size"))
 
 
+def _cap(params: dict[str, Any]) -> int | None:
+    cap = params.get("max_batch_size")
+    return None if cap is None else int(cap)
+
+
 def make_mosel(profile: Profile, plan_dict: dict[str, Any] | None,
                params: dict[str, Any]) -> Scheduler:
     """Param `policy`: optimized (default) | random | aggressive | none; `seed` for random."""
     policy = str(params.get("policy", "optimized"))
     return MoselScheduler(profile, _plan(profile, plan_dict, params), policy,
-                          int(params.get("seed", 0)), "mosel")
+                          int(params.get("seed", 0)), "mosel", _cap(params))
 
 
 def make_all_modalities(profile: Profile, plan_dict: dict[str, Any] | None,
                         params: dict[str, Any]) -> Scheduler:
     """The modality-agnostic baseline: every request on all modalities, never drops."""
     return MoselScheduler(profile, _plan(profile, plan_dict, params), "none", 0,
-                          "all_modalities")
+                          "all_modalities", _cap(params))

@@ -160,19 +160,23 @@ class LoadGranularScheduler(_QueueScheduler):
         self.plan_id = str(plan_dict.get("plan_id", ""))
 
 
-def _loads(params: dict[str, Any]) -> tuple[float, float]:
-    if "slo_s" not in params or "max_qps" not in params:
-        raise ValueError("no plan given: pass a plan, or params slo_s, num_workers, min_qps, "
-                         "max_qps to build one now")
-    return float(params.get("min_qps", 1.0)), float(params["max_qps"])
+def _slo_and_loads(params: dict[str, Any]) -> tuple[float, float, float]:
+    """(slo_s, min_qps, max_qps) for building a plan now; slo_ms is accepted for slo_s."""
+    slo = params.get("slo_s")
+    if slo is None and params.get("slo_ms") is not None:
+        slo = float(params["slo_ms"]) / 1000.0
+    if slo is None or "max_qps" not in params:
+        raise ValueError("no plan given: pass a plan, or params slo_s (or slo_ms), num_workers, "
+                         "min_qps, max_qps to build one now")
+    return float(slo), float(params.get("min_qps", 1.0)), float(params["max_qps"])
 
 
 def make_ramsis(profile: Profile, plan_dict: dict[str, Any] | None,
                 params: dict[str, Any]) -> Scheduler:
     """The plan, or (expensive) one built now from params slo_s/num_workers/min_qps/max_qps."""
     if plan_dict is None:
-        lo, hi = _loads(params)
-        plan_dict = build_ramsis_plan(profile, float(params["slo_s"]),
+        slo, lo, hi = _slo_and_loads(params)
+        plan_dict = build_ramsis_plan(profile, slo,
                                       int(params.get("num_workers", 1)), lo, hi,
                                       percentile=str(params.get("percentile", "p95")),
                                       max_batch_size=params.get("max_batch_size"),
@@ -184,10 +188,10 @@ def make_jellyfish(profile: Profile, plan_dict: dict[str, Any] | None,
                    params: dict[str, Any]) -> Scheduler:
     """The plan, or one built now (cheap) on `num_loads` loads in [min_qps, max_qps]."""
     if plan_dict is None:
-        lo, hi = _loads(params)
+        slo, lo, hi = _slo_and_loads(params)
         n = max(int(params.get("num_loads", 20)), 2)
         loads = [lo + (hi - lo) * i / (n - 1) for i in range(n)]
-        plan_dict = build_jellyfish_plan(profile, float(params["slo_s"]),
+        plan_dict = build_jellyfish_plan(profile, slo,
                                          int(params.get("num_workers", 1)), loads,
                                          str(params.get("percentile", "p95")),
                                          params.get("max_batch_size"))

@@ -74,7 +74,7 @@ class _QueueScheduler(Scheduler):
             if not alive:
                 return SchedulerDecision(drops=drops)
         items = head_task_items(alive)
-        self._last_load = self.deployment_load(load_qps)
+        self._last_load = float(self.deployment_load(load_qps))
         name, b = self._choose(len(items), items[0].deadline_s - now_s, self._last_load)
         b = max(1, min(b, len(items), self.max_batch_size))
         vp = self.profile.by_name(name)

@@ -9,6 +9,10 @@ deadline-ordered queue driven by an unchanged `policies.schedulers` Scheduler ob
   lognormal fitted to the measured p50 and p95 ("sampled").
 - A request reaches its replica `overhead_ms` after it is sent (network, ingress, preprocess);
   its deadline is send time + SLO, and latency is measured from the send time as loadgen does.
+- Like the live replica loop (deployments/replica_loop.py): a full queue (`max_queued_items`)
+  sheds the newcomer, items whose deadline has passed are answered deadline_exceeded before each
+  decision (`expire_at_deadline`), and the load passed to `decide` is the replica's arrival rate
+  over `load_window_s` (the window counts from the first arrival until it fills).
 Results are `RequestRecord`s summarized by the same code as the live load generator.
 """
 
@@ -25,7 +29,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.sim.events import EventKind, EventQueue
-from app.sim.monitor import LoadMonitor
 from app.sim.request_metrics import LoadSummary, RequestRecord, summarize
 from policies.profile import PERCENTILES, LatencyModel, Profile, dense_latency_ms
 from policies.schedulers.base import PendingItem, Scheduler
@@ -46,6 +49,8 @@ class SchedulerSimConfig:
     load_window_s: float = 1.0
     load_scope: str = "replica"  # "replica": the replica's arrivals; "deployment": all arrivals
     max_ongoing: int | None = None
+    max_queued_items: int | None = None
+    expire_at_deadline: bool = True
     task: str = "default"
     min_accuracy: float | None = None
     seed: int = 0
@@ -94,6 +99,27 @@ class ServiceTimes:
         return float(median * math.exp(s * float(self.rng.standard_normal())))
 
 
+class RateWindow:
+    """Arrivals per second over the last `window_s` (as deployments.queueing.RateWindow)."""
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self.times: deque[float] = deque()
+        self.started: float | None = None
+
+    def record(self, now_s: float) -> None:
+        if self.started is None:
+            self.started = now_s
+        self.times.append(now_s)
+
+    def qps(self, now_s: float) -> float:
+        while self.times and self.times[0] <= now_s - self.window_s:
+            self.times.popleft()
+        if self.started is None or not self.times:
+            return 0.0
+        return len(self.times) / min(self.window_s, max(now_s - self.started, 0.25))
+
+
 class _Replica:
     def __init__(self, scheduler: Scheduler, window_s: float) -> None:
         self.scheduler = scheduler
@@ -101,7 +127,7 @@ class _Replica:
         self.running = 0
         self.batch: list[int] = []
         self.batch_meta: tuple[float, float, str, float] = (0.0, 0.0, "", 0.0)
-        self.monitor = LoadMonitor(window_s)
+        self.monitor = RateWindow(window_s)
         self.tick_at: float | None = None
 
     def ongoing(self) -> int:
@@ -115,7 +141,7 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
     times = [float(t) for t in np.asarray(arrivals_s, dtype=float)]
     service = ServiceTimes(profile, cfg.service, cfg.max_batch_size, cfg.seed)
     replicas = [_Replica(make_scheduler(k), cfg.load_window_s) for k in range(cfg.replicas)]
-    global_monitor = LoadMonitor(cfg.load_window_s)
+    global_monitor = RateWindow(cfg.load_window_s)
     rng = np.random.default_rng(cfg.seed + 1)
     records: list[RequestRecord | None] = [None] * len(times)
     batches: list[tuple[float, int, str, int]] = []
@@ -153,6 +179,9 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
     def enqueue(i: int, k: int, now: float) -> None:
         rep = replicas[k]
         rep.monitor.record(now)
+        if cfg.max_queued_items is not None and len(rep.pending) >= cfg.max_queued_items:
+            finish(i, "shed", now, replica=str(k))
+            return
         item = PendingItem(item_id=str(i), arrival_s=times[i], deadline_s=times[i] + slo_s,
                            task=cfg.task, min_accuracy=cfg.min_accuracy)
         bisect.insort(rep.pending, (item.deadline_s, seq[0], item))
@@ -170,6 +199,13 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
     def step(k: int, now: float) -> None:
         rep = replicas[k]
         while rep.pending and rep.running == 0:
+            if cfg.expire_at_deadline:
+                late = [e for e in rep.pending if e[0] <= now]
+                for _, _, p in late:
+                    finish(int(p.item_id), "deadline_exceeded", now, replica=str(k))
+                if late:
+                    rep.pending = rep.pending[len(late):]
+                    continue
             load = (rep.monitor if cfg.load_scope == "replica" else global_monitor).qps(now)
             decision = rep.scheduler.decide(tuple(p for _, _, p in rep.pending), now, load)
             removed: set[str] = set()

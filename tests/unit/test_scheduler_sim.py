@@ -9,6 +9,7 @@ from app.sim.request_metrics import summarize
 from app.sim.scheduler_sim import SchedulerSimConfig, simulate
 from app.sim.trace_spec import TraceSpec, arrival_times
 from policies.profile import LatencyPoint, Profile, VariantProfile
+from policies.schedulers.base import BatchPlan, PendingItem, Scheduler, SchedulerDecision
 from policies.schedulers.registry import make_scheduler
 from policies.types import Variant
 
@@ -104,3 +105,32 @@ def test_config_validation() -> None:
         SchedulerSimConfig(replicas=1, slo_ms=1.0, routing="random")
     with pytest.raises(ValueError, match="service"):
         SchedulerSimConfig(replicas=1, slo_ms=1.0, service="p42")
+
+
+def test_full_queue_sheds_and_late_items_expire() -> None:
+    cfg = SchedulerSimConfig(replicas=1, slo_ms=1000.0, max_queued_items=3)
+    run = _run([0.0] * 6, cfg)
+    # The first starts at once (queue empties), three wait, the last two find the queue full.
+    assert [r.outcome for r in run.records].count("shed") == 2
+    assert run.summary.slo_attainment_admitted == pytest.approx(1.0)
+    # RAMSIS-style policies serve late items; the replica loop expires them at their deadline.
+    prof = _profile()
+    late = simulate(prof, lambda k: _NeverDrops(prof), np.zeros(5), 1.0,
+                    SchedulerSimConfig(replicas=1, slo_ms=100.0))
+    assert [r.outcome for r in late.records] == ["ok", "ok", "ok", "deadline_exceeded",
+                                                 "deadline_exceeded"]
+    assert [r.latency_ms for r in late.records] == pytest.approx([40, 80, 120, 120, 120])
+    assert late.summary.satisfied == 2
+
+
+class _NeverDrops(Scheduler):
+    """Always the head item alone on "big", however late."""
+
+    name = "never_drops"
+
+    def __init__(self, profile: Profile) -> None:
+        self.variant = profile.by_name("big").variant
+
+    def decide(self, pending: tuple[PendingItem, ...], now_s: float,
+               load_qps: float) -> SchedulerDecision:
+        return SchedulerDecision(run=BatchPlan(self.variant, (pending[0].item_id,), 0.9))

@@ -5,6 +5,9 @@ Every request gets exactly one JSON answer:
 - 200 `ClassifyResponse` with status "deadline_exceeded" or "shed" and an `error` message, when
   the server chose not to (or could no longer) answer in time; the request is accounted, not lost;
 - 4xx/5xx `ErrorResponse` for bad input or server faults.
+In a job (`JobResponse`) an item that failed inside the server has status "error" with
+`error_type` (internal_error, replica_unavailable) and `error`; a single /v1/classify answers
+such a failure with a 5xx `ErrorResponse` instead.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ class Decision(BaseModel):
     replica: str
 
 
-Status = Literal["ok", "deadline_exceeded", "shed"]
+Status = Literal["ok", "deadline_exceeded", "shed", "error"]
 
 
 class ClassifyResponse(BaseModel):
@@ -69,6 +72,9 @@ class ClassifyResponse(BaseModel):
     decision: Decision | None = None
     latency_ms: float
     error: str | None = None
+    error_type: str | None = Field(default=None,
+                                   description="for status 'error': internal_error or "
+                                               "replica_unavailable")
 
 
 class JobResponse(BaseModel):

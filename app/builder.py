@@ -1,0 +1,145 @@
+"""`build_app(args) -> Application`: the serving graph (import path `app.builder:build_app`).
+
+    ingress (FastAPI) -> preprocess -> classifier_<family> (one deployment per family)
+           \\-> controller <- classifier replicas report / fetch plans
+
+Before binding, missing or stale artifacts are made (models trained, profiles measured, plans
+built; all cached under `.cache/`), so replicas only load them.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from ray.serve import Application
+
+from app.catalog import Catalog, FamilyInfo, family_info, profile_file
+from app.config import AppConfig, ClassifierConfig
+from app.controller import Controller
+from deployments.classifier import Classifier
+from deployments.ingress import Ingress
+from deployments.policy_setup import plan_kind
+from deployments.preprocess import Preprocess
+from profiling.paths import REPO_ROOT
+
+log = logging.getLogger(__name__)
+
+
+def load_config(args: dict[str, Any], root: Path = REPO_ROOT) -> AppConfig:
+    """Validate the args and make the artifact paths absolute (replicas run in other dirs)."""
+    cfg = AppConfig.model_validate(args or {})
+    return cfg.model_copy(update={"paths": cfg.paths.resolved(root)})
+
+
+def ensure_artifacts(cfg: AppConfig) -> None:
+    """Train/profile/plan whatever is missing or stale (no-op when cached)."""
+    from profiling.artifacts import ensure_profiles
+
+    p = cfg.paths
+    for c in cfg.classifiers:
+        profiles = ensure_profiles([c.name], p.models_dir, p.profiles_dir, tasks=c.tasks,
+                                   progress=False)
+        ensure_plan(c, cfg, profiles)
+
+
+def ensure_plan(c: ClassifierConfig, cfg: AppConfig, profiles: dict[str, Path]) -> None:
+    """Plan files for a classifier's policy; a failure leaves the fallback policy in charge."""
+    from profiling.plans import PlanSettings, ensure_plans
+
+    kind = plan_kind(c.policy)
+    if kind is None:
+        return
+    settings = PlanSettings(slo_s=c.default_slo_ms / 1000.0, num_workers=c.num_replicas,
+                            percentile=c.percentile, max_batch_size=c.max_batch_size)
+    try:
+        ensure_plans(profiles, cfg.paths.plans_dir, settings, kinds=[kind])
+    except Exception:
+        log.exception("building %s plans for %s failed; replicas fall back to %s", kind, c.name,
+                      c.fallback_policy)
+
+
+def build_catalog(cfg: AppConfig) -> Catalog:
+    from deployments.models.registry import load_model
+
+    from profiling.artifacts import load_profile
+
+    families: list[FamilyInfo] = []
+    for c in cfg.classifiers:
+        model = load_model(c.name, cache_dir=cfg.paths.models_dir, device="cpu")
+        tasks = [t for t in model.tasks() if c.tasks is None or t in c.tasks]
+        profiles = {t: load_profile(profile_file(cfg.paths.profiles_dir, c.name, t))
+                    for t in tasks}
+        families.append(family_info(c.name, tuple(model.modalities()), profiles, c.policy,
+                                    c.percentile, c.max_batch_size))
+    return Catalog(tuple(families))
+
+
+def classifier_deployment_name(family: str) -> str:
+    return f"Classifier_{family}"
+
+
+def bind_graph(cfg: AppConfig, catalog: Catalog) -> Application:
+    data = cfg.model_dump(mode="json")
+    side = cfg.http.ray_actor_options
+    controller = Controller.options(ray_actor_options=side).bind(data)
+    classifiers = {
+        c.name: Classifier.options(
+            name=classifier_deployment_name(c.name), num_replicas=c.num_replicas,
+            ray_actor_options=c.ray_actor_options,
+            max_ongoing_requests=max(2 * c.max_queued_items, 64),
+        ).bind(c.model_dump(mode="json"), data["paths"], data["controller"], controller)
+        for c in cfg.classifiers}
+    preprocess = Preprocess.options(
+        num_replicas=cfg.http.preprocess_replicas, ray_actor_options=side,
+        max_ongoing_requests=cfg.http.max_ongoing_requests,
+    ).bind([c.name for c in cfg.classifiers], data["paths"]["models_dir"], classifiers,
+           cfg.http.deadline_grace_s)
+    return Ingress.options(
+        num_replicas=cfg.http.num_replicas, ray_actor_options=side,
+        max_ongoing_requests=cfg.http.max_ongoing_requests,
+    ).bind(catalog, data["http"], preprocess, controller)
+
+
+def build_app(args: dict[str, Any]) -> Application:
+    """Serve's application builder: validate args, make artifacts, bind the graph."""
+    cfg = load_config(args)
+    if cfg.ensure_artifacts:
+        ensure_artifacts(cfg)
+    catalog = build_catalog(cfg)
+    log.info("serving %s", catalog.names())
+    return bind_graph(cfg, catalog)
+
+
+def prepare(config_path: Path, app_name: str | None = None) -> AppConfig:
+    """Make the artifacts of an application in a Serve config file (scripts/serve.sh runs this
+    before `serve run`, so the first start does not train inside Serve's build task)."""
+    import yaml
+
+    doc = yaml.safe_load(Path(config_path).read_text())
+    apps = [a for a in doc.get("applications", [])
+            if a.get("import_path") == "app.builder:build_app"
+            and (app_name is None or a.get("name") == app_name)]
+    if not apps:
+        raise ValueError(f"{config_path}: no application with import_path app.builder:build_app")
+    cfg = load_config(apps[0].get("args") or {})
+    ensure_artifacts(cfg)
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="train/profile/plan what a Serve config needs")
+    parser.add_argument("config", type=Path, help="serve_config.yaml")
+    parser.add_argument("--app", help="application name (default: the first adaptserve app)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    cfg = prepare(args.config, args.app)
+    log.info("artifacts ready for %s", [c.name for c in cfg.classifiers])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,82 @@
+"""Preprocess replicas: validate and decode wire inputs, then forward the tensors to the
+family's classifier deployment and return its answers.
+
+Decoding needs only each family's `decode`, but decode lives on the `ServableModel`, so the
+replica loads every served family on the CPU from the weights cache (small models, loaded once
+per replica; nothing is trained here because the builder filled the cache first). Decoding runs
+on a worker thread so one large input does not stall the replica's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from ray import serve
+
+from deployments.dispatch import submit_with_deadline
+from deployments.models.base import InputError
+from deployments.wire import ClassifyCall, ClassifyOutcome, DecodeResult, InputProblem, WorkItem
+
+log = logging.getLogger(__name__)
+
+
+def decode_items(model: Any, task: str, items: tuple[dict[str, Any], ...]) -> DecodeResult:
+    """Decode every item with `model.decode`; the first problem found is returned, naming the
+    item. Anything decode raises besides InputError is reported as an internal error."""
+    decoded: list[dict[str, Any]] = []
+    for i, inputs in enumerate(items):
+        where = f"items[{i}]" if len(items) > 1 else "inputs"
+        try:
+            decoded.append(model.decode(inputs, task))
+        except InputError as exc:
+            return DecodeResult(problem=InputProblem("invalid_input", f"{where}: {exc}", where))
+        except Exception as exc:  # a decode bug: answer 500, keep the replica alive
+            log.exception("decode failed unexpectedly")
+            return DecodeResult(problem=InputProblem(
+                "internal_error", f"{where}: decoding failed: {type(exc).__name__}: {exc}",
+                where))
+    return DecodeResult(items=tuple(decoded))
+
+
+def work_items(call: ClassifyCall, tensors: tuple[dict[str, Any], ...]) -> list[WorkItem]:
+    return [WorkItem(item_id=item_id, task=call.task, tensors=t, arrival_s=call.arrival_s,
+                     deadline_s=call.deadline_s, utility=call.utility,
+                     min_accuracy=call.min_accuracy, job_id=call.job_id,
+                     job_size=len(call.item_ids))
+            for item_id, t in zip(call.item_ids, tensors, strict=True)]
+
+
+@serve.deployment(max_ongoing_requests=1000)
+class Preprocess:
+    def __init__(self, families: list[str], models_dir: str, classifiers: dict[str, Any],
+                 grace_s: float) -> None:
+        torch.set_num_threads(1)
+        from deployments.models.registry import load_model
+
+        self.models = {name: load_model(name, cache_dir=Path(models_dir), device="cpu")
+                       for name in families}
+        self.classifiers = classifiers
+        self.grace_s = grace_s
+        log.info("preprocess ready for %s", sorted(self.models))
+
+    async def decode(self, family: str, task: str,
+                     inputs: tuple[dict[str, Any], ...]) -> DecodeResult:
+        model = self.models.get(family)
+        if model is None:
+            return DecodeResult(problem=InputProblem(
+                "unknown_model", f"model {family!r} is not served; valid: {sorted(self.models)}",
+                "model"))
+        return await asyncio.to_thread(decode_items, model, task, inputs)
+
+    async def classify(self, call: ClassifyCall) -> ClassifyOutcome:
+        """Decode, then queue at the family's classifier; one result per item, in order."""
+        decoded = await self.decode(call.family, call.task, call.inputs)
+        if decoded.problem is not None:
+            return ClassifyOutcome(problem=decoded.problem)
+        items = work_items(call, decoded.items)
+        results = await submit_with_deadline(self.classifiers[call.family], items, self.grace_s)
+        return ClassifyOutcome(results=tuple(results))

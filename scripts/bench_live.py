@@ -1,0 +1,246 @@
+"""Issue 4's live figures in one run, side by side (table + docs/data_live.json + PNG).
+
+    .venv/bin/python scripts/bench_live.py [--config serve_config.yaml] [--port 8100]
+
+Phases on a private local Ray/Serve (HTTP port --port), all with `app/loadgen.py`:
+ 1. default app (serve_config.yaml as is) + the bare graph (app/bare.py, same family, its most
+    accurate variant): light-load overhead p50 (latency - compute), app vs bare (c);
+    RSS of every replica process of the default app (d);
+ 2. the family on the most accurate static configuration, K replicas: capacity from the
+    profile, confirmed live by a short ramp (capacity = the best goodput seen) (a);
+ 3. 2x that capacity, same trace and seed: static, then the adaptive policy (a);
+ 4. the scheduler simulator on the same profile, plan files, trace and seed (b).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app import live_bench as lb  # noqa: E402
+from app.loadgen import LoadgenConfig, LoadResult, Payload, run_load  # noqa: E402
+from app.loadgen_report import clean, plot_runs, write_json  # noqa: E402
+from app.sim.request_metrics import LoadSummary, summary_table, timeseries  # noqa: E402
+from app.sim.scheduler_sim import SchedulerSimConfig, simulate  # noqa: E402
+from app.sim.trace_spec import TraceSpec, arrival_times  # noqa: E402
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--config", type=Path, default=Path("serve_config.yaml"))
+    p.add_argument("--port", type=int, default=8100)
+    p.add_argument("--family", default="family")
+    p.add_argument("--policy", default="ramsis", help="adaptive scheduler of the family")
+    p.add_argument("--replicas", type=int, default=None, help="K (default: as configured)")
+    p.add_argument("--slo-ms", type=float, default=None, help="default: the family's SLO")
+    p.add_argument("--trace", default="poisson", choices=["poisson", "twitter", "constant"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--duration-s", type=float, default=60.0, help="each 2x-load run")
+    p.add_argument("--ramp-s", type=float, default=20.0, help="each capacity ramp step")
+    p.add_argument("--ramp", default="0.7,1.0,1.3", help="ramp steps, x profile capacity")
+    p.add_argument("--light-qps", type=float, default=4.0)
+    p.add_argument("--light-s", type=float, default=30.0)
+    p.add_argument("--sim-service", default="sampled", help="p50|p95|mean|sampled")
+    p.add_argument("--num-cpus", type=int, default=8, help="Ray logical CPUs")
+    p.add_argument("--out", type=Path, default=Path("docs/data_live.json"))
+    p.add_argument("--png", type=Path, default=Path("docs/figures/live.png"))
+    p.add_argument("--records", type=Path, default=Path("results/bench_live"))
+    return p.parse_args()
+
+
+class Bench:
+    def __init__(self, a: argparse.Namespace) -> None:
+        self.a = a
+        self.base = f"http://127.0.0.1:{a.port}"
+        self.args = lb.serve_args(a.config)
+        fam = lb.classifier_args(self.args, a.family)
+        self.k = int(a.replicas or fam.get("num_replicas", 1))
+        self.slo_ms = float(a.slo_ms or fam.get("default_slo_ms", 200.0))
+        self.runs: dict[str, LoadResult] = {}
+        self.payloads: list[Payload] = []
+        self.t0 = time.perf_counter()
+
+    def log(self, msg: str) -> None:
+        print(f"[{time.perf_counter() - self.t0:6.0f} s] {msg}", flush=True)
+
+    def load(self, name: str, url: str, spec: TraceSpec) -> LoadSummary:
+        cfg = LoadgenConfig(url=url, model=self.a.family, trace=spec, slo_ms=self.slo_ms,
+                            timeout_s=max(10.0, 0.02 * self.slo_ms))
+        if not self.payloads:
+            from app.loadgen import payloads_from_model
+            self.payloads = payloads_from_model(cfg)
+        res = run_load(cfg, self.payloads)
+        self.runs[name] = res
+        write_json(self.a.records / f"{name}.json", res.to_dict())
+        s = res.summary
+        self.log(f"{name}: {spec.kind} {spec.qps:.1f} qps -> goodput {s.goodput_qps:.1f}/s, "
+                 f"attainment {100 * s.slo_attainment:.1f}% (admitted "
+                 f"{100 * s.slo_attainment_admitted:.1f}%), acc {s.accuracy_of_satisfied:.3f}, "
+                 f"p50 {s.latency_p50_ms:.0f} ms, errors {s.errors + s.timeouts}")
+        return s
+
+
+def run(a: argparse.Namespace) -> dict[str, Any]:
+    from app.builder import load_config
+    from app.catalog import profile_file
+    from deployments.policy_setup import build_task_policy, read_plan
+    from profiling.artifacts import load_profile
+
+    b = Bench(a)
+    out: dict[str, Any] = {"command": " ".join(sys.argv), "family": a.family, "k": b.k,
+                           "slo_ms": b.slo_ms, "trace": a.trace, "seed": a.seed}
+    lb.start_ray(a.port, a.num_cpus)
+    try:
+        # 1. default app + bare graph: overhead and memory
+        out["deploy_default_s"] = lb.deploy_app(b.args, b.base)
+        cfg = load_config(b.args)
+        ccfg = cfg.classifier(a.family)
+        from deployments.models.registry import load_model
+        task = (ccfg.tasks or list(load_model(a.family, cache_dir=cfg.paths.models_dir,
+                                              device="cpu").tasks()))[0]
+        profile = load_profile(profile_file(cfg.paths.profiles_dir, a.family, task))
+        best = profile.variants[max(range(len(profile.variants)),
+                                    key=lambda i: profile.variants[i].accuracy)]
+        out["deploy_bare_s"] = lb.deploy_bare(
+            b.base, a.family, str(cfg.paths.models_dir), best.variant.name, task,
+            ccfg.max_batch_size, ccfg.ray_actor_options, best.accuracy)
+        b.log(f"deployed default app + bare ({best.variant.name}); task {task}, K={b.k}, "
+              f"SLO {b.slo_ms:g} ms")
+        light = TraceSpec("poisson", a.light_qps, a.light_s, seed=a.seed)
+        app_light = b.load("light_app", b.base, light)
+        bare_light = b.load("light_bare", f"{b.base}/{lb.BARE_NAME}", light)
+        mem = lb.serve_memory()
+        replicas = lb.app_replicas(mem)
+        out["memory"] = {"replicas": [m.__dict__ for m in replicas],
+                         "others": [m.__dict__ for m in mem if m not in replicas],
+                         "total_mib": sum(m.rss_mib for m in replicas)}
+        out["overhead"] = {"app_p50_ms": app_light.overhead_p50_ms,
+                           "bare_p50_ms": bare_light.overhead_p50_ms,
+                           "ratio": app_light.overhead_p50_ms / bare_light.overhead_p50_ms,
+                           "app_compute_p50_ms": app_light.compute_p50_ms,
+                           "bare_compute_p50_ms": bare_light.compute_p50_ms}
+        from ray import serve
+        serve.delete(lb.BARE_NAME)
+
+        # 2. static most-accurate configuration with K replicas: capacity
+        static_args = lb.with_classifier(b.args, a.family, policy="most_accurate",
+                                         num_replicas=b.k)
+        out["deploy_static_s"] = lb.deploy_app(static_args, b.base)
+        est = lb.profile_capacity(profile, best.variant.name, b.slo_ms, ccfg.percentile,
+                                  ccfg.max_batch_size, b.k)
+        ramp = []
+        for f in (float(x) for x in a.ramp.split(",")):
+            s = b.load(f"ramp_{f:g}x", b.base,
+                       TraceSpec("poisson", f * est.qps, a.ramp_s, seed=a.seed))
+            ramp.append({"factor": f, "offered_qps": s.offered_qps, "goodput_qps": s.goodput_qps,
+                         "attainment": s.slo_attainment})
+        live_cap = max(r["goodput_qps"] for r in ramp)
+        out["capacity"] = {"profile": est.__dict__, "ramp": ramp, "live_qps": live_cap}
+
+        # 3. 2x capacity: static vs adaptive, same trace and seed
+        spec = TraceSpec(a.trace, 2 * live_cap, a.duration_s, seed=a.seed)
+        b.load("static_2x", b.base, spec)
+        adapt_args = lb.with_classifier(b.args, a.family, policy=a.policy, num_replicas=b.k)
+        out["deploy_adaptive_s"] = lb.deploy_app(adapt_args, b.base)
+        b.load("warmup_adaptive", b.base, TraceSpec("poisson", live_cap, 5.0, seed=a.seed + 1))
+        b.load(f"{a.policy}_2x", b.base, spec)
+    finally:
+        lb.stop_ray()
+
+    # 4. the simulator on the same profile, plans, trace and seed
+    arrivals = arrival_times(spec)
+    sims: dict[str, LoadSummary] = {}
+    series: dict[str, Any] = {}
+    for run_name, run_args in (("static_2x", static_args), (f"{a.policy}_2x", adapt_args)):
+        c = load_config(run_args).classifier(a.family)
+        plan = read_plan(cfg.paths.plans_dir, a.family, task, c.policy)
+        sim_cfg = SchedulerSimConfig(
+            replicas=b.k, slo_ms=b.slo_ms, routing="pow2", service=a.sim_service,
+            max_batch_size=c.max_batch_size, overhead_ms=app_light.overhead_p50_ms,
+            load_window_s=cfg.controller.window_s, max_ongoing=max(2 * c.max_queued_items, 64),
+            max_queued_items=c.max_queued_items, task=task, seed=a.seed)
+        sim = simulate(profile, lambda _k, c=c, plan=plan: build_task_policy(c, profile,
+                                                                                plan).scheduler,
+                       arrivals, spec.duration_s, sim_cfg)
+        sims[f"sim_{run_name}"] = sim.summary
+        series[f"live {run_name}"] = b.runs[run_name].series
+        series[f"sim {run_name}"] = timeseries(sim.records, spec.duration_s, b.slo_ms)
+    out["runs"] = {n: r.summary for n, r in b.runs.items()}
+    out["sim"] = sims
+    out["series"] = series
+    out["checks"] = checks(out, a.policy)
+    plot_runs(series, b.slo_ms, a.png, title=f"{a.family}: static vs {a.policy} at 2x capacity, "
+                                             f"live and simulated (K={b.k})")
+    return out
+
+
+def checks(out: dict[str, Any], policy: str) -> dict[str, Any]:
+    runs, sims = out["runs"], out["sim"]
+    static, adapt = runs["static_2x"], runs[f"{policy}_2x"]
+    res: dict[str, Any] = {
+        "goodput_ratio": adapt.goodput_qps / max(static.goodput_qps, 1e-9),
+        "adaptive_attainment_admitted": adapt.slo_attainment_admitted,
+        "overhead_ratio": out["overhead"]["ratio"],
+        "memory_total_mib": out["memory"]["total_mib"],
+    }
+    fidelity = {}
+    for name in ("static_2x", f"{policy}_2x"):
+        live, sim = runs[name], sims[f"sim_{name}"]
+        fidelity[name] = {
+            "accuracy_live": live.accuracy_of_satisfied,
+            "accuracy_live_expected": live.expected_accuracy_of_satisfied,
+            "accuracy_sim": sim.expected_accuracy_of_satisfied,
+            "violation_live": 1 - live.slo_attainment, "violation_sim": 1 - sim.slo_attainment}
+        f = fidelity[name]
+        res[f"{name}_accuracy_diff_pts"] = 100 * (f["accuracy_live"] - f["accuracy_sim"])
+        res[f"{name}_violation_diff_pts"] = 100 * (f["violation_live"] - f["violation_sim"])
+    res["fidelity"] = fidelity
+    res["pass"] = {
+        "goodput_ratio>=2": res["goodput_ratio"] >= 2.0,
+        "attainment_admitted>=95%": res["adaptive_attainment_admitted"] >= 0.95,
+        "overhead_ratio<=1.3": res["overhead_ratio"] <= 1.3,
+        "memory<=6GiB": res["memory_total_mib"] <= 6 * 1024,
+        "sim_within_2pts": all(abs(v) <= 2.0 for k, v in res.items() if k.endswith("_pts")),
+    }
+    return res
+
+
+def report(out: dict[str, Any]) -> str:
+    rows = dict(out["runs"])
+    rows.update(out["sim"])
+    lines = [summary_table(rows), "", "memory (RSS of the default app's replicas):"]
+    lines += [f"  {m['actor']:<48} pid {m['pid']:>7}  {m['rss_mib']:8.1f} MiB"
+              for m in out["memory"]["replicas"]]
+    lines.append(f"  total {out['memory']['total_mib']:.1f} MiB")
+    o, c = out["overhead"], out["capacity"]
+    lines.append(f"overhead p50 (latency - compute): app {o['app_p50_ms']:.1f} ms, bare "
+                 f"{o['bare_p50_ms']:.1f} ms, ratio {o['ratio']:.2f}")
+    lines.append(f"capacity: profile {c['profile']['qps']:.1f} qps (b={c['profile']['batch_size']}"
+                 f"), live {c['live_qps']:.1f} qps")
+    lines.append(f"{'simulator vs live':<18}{'acc live':>10}{'acc sim':>9}{'viol live %':>13}"
+                 f"{'viol sim %':>12}")
+    for name, f in out["checks"]["fidelity"].items():
+        lines.append(f"{name:<18}{f['accuracy_live']:>10.4f}{f['accuracy_sim']:>9.4f}"
+                     f"{100 * f['violation_live']:>13.2f}{100 * f['violation_sim']:>12.2f}")
+    lines.append(json.dumps(clean({k: v for k, v in out["checks"].items() if k != "fidelity"}),
+                            indent=1))
+    return "\n".join(lines)
+
+
+def main() -> int:
+    a = parse()
+    out = run(a)
+    print(report(out))
+    write_json(a.out, out)
+    print(f"wrote {a.out} and {a.png}")
+    return 0 if all(out["checks"]["pass"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -18,6 +18,7 @@ from policies.modality_matrix import (
     strategy_from_batches,
 )
 from policies.modality_online import (
+    ABLATION_NAMES,
     POLICY_NAMES,
     AggressivePolicy,
     AgnosticPolicy,
@@ -35,9 +36,11 @@ from policies.modality_online import (
 )
 from policies.modality_replan import (
     DEADLINE_EPS_S,
+    DROP_RULES,
     CandidateSet,
     ReplanJob,
     ReplanOutcome,
+    drop_fewest,
     drop_pass,
     is_feasible,
     replan,
@@ -54,12 +57,12 @@ from policies.modality_solvers import (
 )
 
 __all__ = [
-    "ACCURACY_EPS", "DEADLINE_EPS_S", "POLICY_NAMES", "AggressivePolicy", "AgnosticPolicy",
+    "ABLATION_NAMES", "ACCURACY_EPS", "DEADLINE_EPS_S", "DROP_RULES", "POLICY_NAMES", "AggressivePolicy", "AgnosticPolicy",
     "CandidateSet", "CellSolver", "DropReason", "JobAssignment", "JobDrop", "ModalityPolicy",
     "ModalityQueueSnapshot", "ModalityTables", "OptimizedPolicy", "QueuePlan", "QueuedJob",
     "RandomPolicy", "ReplanJob", "ReplanOutcome", "Strategy", "StrategyBatch",
     "StrategyFrontier", "StrategyMatrix", "accuracy_grid", "build_frontier", "build_matrix",
-    "drop_pass", "get_solver", "is_feasible", "level_index", "make_policy", "meets_accuracy",
+    "drop_fewest", "drop_pass", "get_solver", "is_feasible", "level_index", "make_policy", "meets_accuracy",
     "replan", "replan_exact", "replan_greedy", "solve_cell_exact", "solve_cell_gekko",
     "strategy_from_batches",
 ]

@@ -18,7 +18,7 @@ from policies.modality_matrix import (
     level_index,
     strategy_from_batches,
 )
-from policies.modality_replan import CandidateSet, ReplanJob, is_feasible, replan
+from policies.modality_replan import DROP_RULES, CandidateSet, ReplanJob, is_feasible, replan
 from policies.modality_solvers import StrategyMatrix
 from policies.profile import LatencyModel
 from policies.types import Job
@@ -110,17 +110,26 @@ def _replan_jobs(tables: ModalityTables, queue: list[QueuedJob]) -> list[ReplanJ
 
 class OptimizedPolicy:
     """Highest accuracy by default; on a predicted violation, re-plan the queue to maximize
-    size-weighted accuracy within every deadline; drop a job only when no assignment fits."""
+    size-weighted accuracy within every deadline. When no assignment fits, drop the fewest
+    requests (`drops="fewest"`, default) or the first violator in EDF order (`"violator"`,
+    the ablation `optimized-violator-drop`)."""
 
     name = "optimized"
 
-    def __init__(self, tables: ModalityTables, rng: random.Random, exact_max_plans: int = 512):
+    def __init__(self, tables: ModalityTables, rng: random.Random, exact_max_plans: int = 512,
+                 drops: str = "fewest"):
+        if drops not in DROP_RULES:
+            raise ValueError(f"unknown drop rule {drops!r}; valid: {list(DROP_RULES)}")
         self.tables, self.rng, self.exact_max_plans = tables, rng, exact_max_plans
+        self.drops = drops
+        if drops != "fewest":
+            self.name = f"optimized-{drops}-drop"
 
     def decide(self, snapshot: ModalityQueueSnapshot, now_s: float) -> QueuePlan:
         queue = _edf(snapshot.jobs)
         jobs = _replan_jobs(self.tables, queue)
-        outcome = replan(max(now_s, snapshot.free_at_s), jobs, self.exact_max_plans)
+        outcome = replan(max(now_s, snapshot.free_at_s), jobs, self.exact_max_plans,
+                         self.drops)
         assignments = tuple(JobAssignment(jobs[p].job_id, jobs[p].candidates[c])
                             for p, c in zip(outcome.kept, outcome.choices, strict=True))
         return QueuePlan(assignments, _drops(jobs, outcome.dropped), outcome.method)
@@ -223,12 +232,16 @@ _POLICIES: dict[str, type[ModalityPolicy]] = {
     "aggressive": AggressivePolicy, "none": AgnosticPolicy,
 }
 POLICY_NAMES = tuple(_POLICIES)
+ABLATION_NAMES = ("optimized-violator-drop",)
 
 
 def make_policy(name: str, tables: ModalityTables, rng: random.Random) -> ModalityPolicy:
-    """The modality policy registered as `name` (see POLICY_NAMES)."""
+    """The modality policy registered as `name` (POLICY_NAMES, or an ABLATION_NAMES entry)."""
+    if name == "optimized-violator-drop":
+        return OptimizedPolicy(tables, rng, drops="violator")
     try:
         cls = _POLICIES[name]
     except KeyError:
-        raise ValueError(f"unknown modality policy {name!r}; valid: {list(_POLICIES)}") from None
+        valid = [*_POLICIES, *ABLATION_NAMES]
+        raise ValueError(f"unknown modality policy {name!r}; valid: {valid}") from None
     return cls(tables, rng)

@@ -7,10 +7,18 @@ maximize total accuracy points (sum of accuracy x size) such that every job fini
 deadline: start_s + sum of latencies up to and including job k <= deadline_k for every k.
 The paper's single budget T is the binding case of these prefix constraints.
 
+Drops, when no assignment of the candidates fits (the paper: "drop the job at risk"):
+- `drop_pass` (rule "violator"): walking the queue in EDF order with every kept job on its
+  fastest SLO-meeting strategy, drop each job that still misses its deadline.
+- `drop_fewest` (rule "fewest", the optimized policy's default): drop the set of jobs with
+  the fewest requests whose removal lets every other job meet its deadline. The objective is
+  size-weighted, so a newcomer of 3 requests must not push out a queued job of 50: under the
+  violator rule it does (the 50-request job becomes the violator).
+
 What is guaranteed:
 - Every returned plan meets every kept job's deadline (per profile latency) and accuracy SLO.
-- A job is dropped only if it misses its deadline even with every job before it (and itself)
-  on its fastest SLO-meeting strategy, i.e. exactly when no assignment of the candidates fits.
+- Drops happen only when no assignment fits all jobs, and the kept set is maximal: adding any
+  dropped job back (everything on its fastest strategy) makes some kept job miss.
 - `replan_exact` (depth-first branch and bound) is optimal; ties are broken toward the
   smaller sum of completion times. It is used when the queue is short.
 - `replan_greedy` is a Lagrangian threshold on the jobs' convex-hull upgrade steps (one
@@ -30,6 +38,7 @@ import numpy.typing as npt
 from policies.modality_matrix import Strategy
 
 DEADLINE_EPS_S = 1e-9
+DROP_RULES = ("fewest", "violator")
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,49 @@ def drop_pass(start_s: float, jobs: list[ReplanJob]) -> tuple[list[int], list[in
             kept.append(pos)
             t = end
     return kept, dropped
+
+
+def drop_fewest(start_s: float, jobs: list[ReplanJob],
+                max_jobs: int = 64) -> tuple[list[int], list[int]]:
+    """Positions kept / dropped dropping the fewest requests (kept jobs at their fastest
+    SLO-meeting strategy, EDF order; see module). Exact: the Lawler-Moore DP for
+    1||sum w_j U_j with w = job size, over dropped requests d <= what `drop_pass` drops;
+    among equal d, the drop set whose kept jobs end earliest. Only the jobs up to the last
+    one late with nothing dropped can matter. Above `max_jobs` such jobs, `drop_pass`."""
+    kept, dropped = drop_pass(start_s, jobs)
+    sizes = [j.candidates[0].num_requests if j.candidates else 0 for j in jobs]
+    width = sum(sizes[p] for p in dropped) + 1  # drop_pass's choice bounds the optimum
+    t, stages = start_s, 0
+    for k, job in enumerate(jobs):
+        if job.candidates:
+            t += job.candidates[0].latency_s
+            stages = k + 1 if t > job.deadline_s + DEADLINE_EPS_S else stages
+    if width == 1 or stages > max_jobs:
+        return kept, dropped
+    finish = np.full(width, np.inf)  # finish[d]: earliest end dropping exactly d requests
+    finish[0] = start_s
+    keep, skip = np.empty(width), np.empty(width)
+    dropped_at = np.ones((stages, width), dtype=np.bool_)
+    for k in range(stages):
+        job, n = jobs[k], sizes[k]
+        if not job.candidates:
+            continue  # accuracy-infeasible: always dropped, costs no time
+        np.add(finish, job.candidates[0].latency_s, out=keep)
+        keep[keep > job.deadline_s + DEADLINE_EPS_S] = np.inf
+        skip[:n] = np.inf
+        skip[n:] = finish[:max(width - n, 0)]
+        np.less(skip, keep, out=dropped_at[k])
+        np.minimum(keep, skip, out=finish)
+    d = int(np.argmax(np.isfinite(finish)))
+    kept = [p for p in range(stages, len(jobs)) if jobs[p].candidates]
+    dropped = [p for p in range(stages, len(jobs)) if not jobs[p].candidates]
+    for k in range(stages - 1, -1, -1):
+        if dropped_at[k, d]:
+            dropped.append(k)
+            d -= sizes[k]
+        else:
+            kept.append(k)
+    return sorted(kept), sorted(dropped)
 
 
 def is_feasible(start_s: float, jobs: list[ReplanJob], choices: list[int]) -> bool:
@@ -223,10 +275,11 @@ def _backward_fill(start_s: float, jobs: list[ReplanJob], choices: list[int]) ->
     return out
 
 
-def replan(start_s: float, jobs: list[ReplanJob], exact_max_plans: int = 512) -> ReplanOutcome:
+def replan(start_s: float, jobs: list[ReplanJob], exact_max_plans: int = 512,
+           drops: str = "fewest") -> ReplanOutcome:
     """Drop the jobs no assignment can save, then choose strategies for the rest: exactly
     when the queue has at most `exact_max_plans` candidate combinations, else greedily."""
-    kept, dropped = drop_pass(start_s, jobs)
+    kept, dropped = drop_fewest(start_s, jobs) if drops == "fewest" else drop_pass(start_s, jobs)
     live = [jobs[p] for p in kept]
     top = [len(j.candidates) - 1 for j in live]
     if is_feasible(start_s, live, top):

@@ -24,7 +24,6 @@ import numpy.typing as npt
 
 NEG_INF = -math.inf
 _SKIP = -1  # internal marker for "not executed" inside numpy arrays
-_BEAM = 24  # labels per stage of the beam search that seeds the exact bound
 
 
 @dataclass(frozen=True)
@@ -133,110 +132,128 @@ def allocate_alg2(problem: AllocationProblem) -> Allocation:
     return evaluate(problem, tuple(c - 1 if c else None for c in choice))
 
 
+_GRID_BINS = 512  # time bins of the relaxed dynamic programs that bound the exact search
+_EPS = 1e-9
+
+
 @dataclass(frozen=True)
-class _StageBound:
-    """Upper bound on the utility batches b.. can still add to a label whose clock is c: the
-    sum over those batches of the best utility among gammas still feasible alone from c
-    (c + latency < deadline). A step function of c, stored as ascending thresholds."""
+class _Grid:
+    """Time grid from now_s to the last deadline: bin j starts at now_s + j * step_s."""
 
-    thresholds: npt.NDArray[np.float64]
-    suffix_sums: npt.NDArray[np.float64]
-    cum_time_s: npt.NDArray[np.float64]  # fractional-knapsack prefix sums, densest first
-    cum_utility: npt.NDArray[np.float64]
-    densities: npt.NDArray[np.float64]
-    horizon_s: float  # latest remaining deadline: nothing useful runs past it
+    now_s: float
+    step_s: float
+    bins: int
 
-    def __call__(self, clocks: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        step = self.suffix_sums[np.searchsorted(self.thresholds, clocks, side="right")]
-        room = np.maximum(self.horizon_s - clocks, 0.0)
-        if self.densities.size == 0:
-            return np.zeros_like(clocks)
-        i = np.searchsorted(self.cum_time_s, room, side="right")  # items that fit whole
-        part = np.where(i < self.densities.size,
-                        self.densities[np.minimum(i, self.densities.size - 1)]
-                        * (room - np.concatenate(([0.0], self.cum_time_s))[i]), 0.0)
-        knap = np.concatenate(([0.0], self.cum_utility))[i] + part
-        bound: npt.NDArray[np.float64] = np.minimum(step, knap)
-        return bound
+    def bin_floor(self, clocks: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+        """Largest j with now_s + j * step_s <= clock (never too large), capped at `bins`."""
+        j = ((clocks - self.now_s) / self.step_s - _EPS).astype(np.int64)  # clocks >= now_s
+        out: npt.NDArray[np.int64] = np.minimum(np.maximum(j, 0), self.bins)
+        return out
 
 
-def _stage_bounds(problem: AllocationProblem) -> list[_StageBound]:
-    """Per stage: the feasible-alone step bound, and a fractional knapsack over the time left
-    until the last deadline (batch k yields at most min(U_k, rho_k x time), U_k its best
-    utility and rho_k its best utility per second; latencies must be positive)."""
-    taus: list[float] = []
-    deltas: list[float] = []
-    starts: list[int] = []
-    best_u = np.zeros(problem.num_batches)
-    rho = np.zeros(problem.num_batches)
+def _grid(problem: AllocationProblem, bins: int) -> _Grid:
+    span = max(problem.deadlines_s[-1] - problem.now_s, _EPS)
+    return _Grid(problem.now_s, span / bins, bins)
+
+
+def _upper_bounds(problem: AllocationProblem, grid: _Grid,
+                  options: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64],
+                                      npt.NDArray[np.float64]]]) -> npt.NDArray[np.float64]:
+    """ub[b][j] >= the most utility batches b.. can add to any label whose clock lies in bin j.
+
+    A backward dynamic program on the grid, optimistic twice: a batch starting in bin j is
+    feasible if it would be from the bin's start, and a latency t advances the clock by
+    floor(t / step) bins only. By induction ub[b] is non-increasing in j and dominates the true
+    optimum of every clock in the bin. Column `bins` (past the last deadline) is 0."""
+    n, width = problem.num_batches, grid.bins + 1
+    starts = grid.now_s + grid.step_s * np.arange(width)
+    ub = np.zeros((n + 1, width))
+    padded = np.zeros(2 * width)  # ub[b + 1] followed by zeros: shifts past the end read 0
+    for b in range(n - 1, -1, -1):
+        _, lat, util = options[b]
+        padded[:width] = ub[b + 1]
+        row = ub[b]
+        row[:] = ub[b + 1]
+        shifts = np.minimum(np.floor(lat / grid.step_s * (1.0 - _EPS)), width).astype(np.int64)
+        ends = np.searchsorted(starts, problem.deadlines_s[b] + _EPS - lat, side="left")
+        for k, end, u in zip(shifts.tolist(), ends.tolist(), util.tolist(), strict=True):
+            if end:  # bins 0..end-1 can still start this option in time
+                np.maximum(row[:end], padded[k:k + end] + u, out=row[:end])
+    return ub
+
+
+def _rollout(problem: AllocationProblem, grid: _Grid, upper: npt.NDArray[np.float64],
+             options: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64],
+                                 npt.NDArray[np.float64]]]) -> Allocation:
+    """A feasible plan guided by the upper bounds: batch by batch, from the true clock, the
+    option (or skip) maximizing utility now plus the bound of what follows."""
+    def bin_of(clock: float) -> int:
+        return min(max(int((clock - grid.now_s) / grid.step_s - _EPS), 0), grid.bins)
+
+    clock, plan = problem.now_s, list[int | None]()
     for b in range(problem.num_batches):
-        starts.append(len(taus))
-        previous = 0.0
-        for _, lat, util in _options(problem, b):  # latency and utility both ascend
-            taus.append(problem.deadlines_s[b] - lat)
-            deltas.append(util - previous)
-            previous = util
-            rho[b] = max(rho[b], util / max(lat, 1e-12))
-        best_u[b] = previous
-    tau_all, delta_all = np.array(taus), np.array(deltas)
-    bounds = []
-    for b, start in enumerate(starts):
-        order = np.argsort(tau_all[start:], kind="stable")
-        tail = np.concatenate((np.cumsum(delta_all[start:][order][::-1])[::-1], [0.0]))
-        items = b + np.argsort(-rho[b:], kind="stable")
-        items = items[best_u[items] > 0]
-        bounds.append(_StageBound(tau_all[start:][order], tail,
-                                  np.cumsum(best_u[items] / rho[items]),
-                                  np.cumsum(best_u[items]), rho[items], problem.deadlines_s[-1]))
-    return bounds
+        bound = upper[b + 1].tolist()
+        best, choice, end = bound[bin_of(clock)], None, clock
+        for g, t, u in zip(*(o.tolist() for o in options[b]), strict=True):
+            if clock + t < problem.deadlines_s[b] and u + bound[bin_of(clock + t)] > best:
+                best, choice, end = u + bound[bin_of(clock + t)], g, clock + t
+        plan.append(choice)
+        clock = end
+    return evaluate(problem, tuple(plan))
 
 
-def allocate_exact(problem: AllocationProblem) -> Allocation:
+def allocate_exact(problem: AllocationProblem, bins: int = _GRID_BINS) -> Allocation:
     """Exact optimum: dynamic program over Pareto fronts of (clock, utility) labels.
 
     A label is a feasible partial plan of batches 0..b. A label is kept only if no other has an
     earlier-or-equal clock and at-least-equal utility, and if its utility plus an upper bound on
     what the remaining batches can add reaches the best complete plan known (branch and bound).
-    The bound starts from the better of Algorithm 2 and a beam search (the same program with at
-    most `_BEAM` labels per stage). Fronts are numpy arrays; the search is exact.
+    The upper bound per stage and clock comes from a dynamic program on a time grid of `bins`
+    bins rounded in the plan's favour; the first incumbent is the better of Algorithm 2 and a
+    rollout guided by that bound. Rounding only loosens the bound; the search itself is exact.
     """
     if problem.num_batches == 0:
         return Allocation((), 0.0, problem.now_s)
-    bounds = _stage_bounds(problem)
-    seed = max(allocate_alg2(problem), _pareto(problem, bounds, 0.0, _BEAM),
+    options = [_option_arrays(problem, b) for b in range(problem.num_batches)]
+    grid = _grid(problem, bins)
+    upper = _upper_bounds(problem, grid, options)
+    seed = max(allocate_alg2(problem), _rollout(problem, grid, upper, options),
                key=lambda a: a.expected_utility)
-    best = _pareto(problem, bounds, seed.expected_utility, None)
+    best = _pareto(problem, options, grid, upper, seed.expected_utility)
     return best if best.expected_utility > seed.expected_utility else seed
 
 
-def _pareto(problem: AllocationProblem, bounds: list[_StageBound], lower_bound: float,
-            max_labels: int | None) -> Allocation:
+def _pareto(problem: AllocationProblem,
+            options: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64],
+                                npt.NDArray[np.float64]]],
+            grid: _Grid, upper: npt.NDArray[np.float64], lower_bound: float) -> Allocation:
     slack = 1e-9 * max(1.0, abs(lower_bound))
     incumbent = lower_bound - slack
     clocks, utils = np.array([problem.now_s]), np.array([0.0])
     parents: list[npt.NDArray[np.int64]] = []
     gammas: list[npt.NDArray[np.int64]] = []
     for b in range(problem.num_batches):
-        optimistic = utils + bounds[b](clocks)
-        alive = np.flatnonzero(optimistic >= incumbent)
-        if max_labels is not None and alive.size > max_labels:  # beam: most promising labels
-            top = np.argpartition(-optimistic[alive], max_labels)[:max_labels]
-            alive = np.sort(alive[top])
-        opt_g, opt_t, opt_u = _option_arrays(problem, b)
+        alive = np.flatnonzero(utils + upper[b][grid.bin_floor(clocks)] >= incumbent)
+        opt_g, opt_t, opt_u = options[b]
         ca, ua = clocks[alive], utils[alive]
-        sel = np.flatnonzero((ca[None, :] + opt_t[:, None] < problem.deadlines_s[b]).ravel())
-        opt, col = sel // max(alive.size, 1), sel % max(alive.size, 1)
-        cc = np.concatenate((ca, ca[col] + opt_t[opt]))
-        cu = np.concatenate((ua, ua[col] + opt_u[opt]))
-        if cc.size == 0:
+        # Clocks ascend, so the labels that can run option k are a prefix of length counts[k].
+        counts = np.concatenate(([ca.size], np.searchsorted(ca, problem.deadlines_s[b] - opt_t,
+                                                            side="left")))
+        total = int(counts.sum())
+        if total == 0:
             return Allocation((None,) * problem.num_batches, 0.0, problem.now_s)
-        order = np.lexsort((-cu, cc))
+        which = np.repeat(np.arange(counts.size), counts)  # 0 = skip, k + 1 = option k
+        col = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        add_t = np.concatenate(([0.0], opt_t))[which]
+        cc = ca[col] + add_t
+        cu = ua[col] + np.concatenate(([0.0], opt_u))[which]
+        order = np.argsort(cc, kind="stable")  # sorted runs: timsort merges them
         cu_sorted = cu[order]
         prev_best = np.maximum.accumulate(np.concatenate(([-np.inf], cu_sorted[:-1])))
         keep = order[cu_sorted > prev_best]
         clocks, utils = cc[keep], cu[keep]
-        parents.append(np.concatenate((alive, alive[col]))[keep])
-        gammas.append(np.concatenate((np.full(alive.size, _SKIP), opt_g[opt]))[keep])
+        parents.append(alive[col[keep]])
+        gammas.append(np.concatenate(([_SKIP], opt_g))[which[keep]])
         incumbent = max(incumbent, float(utils.max()) - slack)
     best = int(np.argmax(utils))
     plan: list[int | None] = [None] * problem.num_batches

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from app.sim.otas_profile import TABLE_II, figure4_profile
-from app.sim.otas_trace import TraceQuery, fluctuating_poisson_trace
+from app.sim.otas_trace import PAPER_LEVEL_SKEW, TraceQuery, fluctuating_poisson_trace
 from policies.profile import Profile
 from policies.tokens import (
     AllocationMethod,
@@ -103,10 +103,12 @@ def simulate(trace: Sequence[TraceQuery], policy: TokenPolicy, profile: TokenPro
     return SimRun(tuple(results), dict(gamma_batches), dict(methods), tuple(problems))
 
 
-def load_profile(profile_json: str | Path | None) -> Profile:
-    """The measured profile at `profile_json` (policies.profile format), else the synthetic one."""
+def load_profile(profile_json: str | Path | None,
+                 serving_efficiency: float | None = None) -> Profile:
+    """The measured profile at `profile_json` (policies.profile format, used as measured), else
+    the synthetic Figure 4 profile at `serving_efficiency` (None: Table I's, see otas_profile)."""
     if profile_json is None:
-        return figure4_profile()
+        return figure4_profile(serving_efficiency=serving_efficiency)
     return Profile.from_dict(json.loads(Path(profile_json).read_text()))
 
 
@@ -145,14 +147,18 @@ def run_otas_experiment(duration_s: int = 120, seed: int = 0, min_qps: float = 2
                         policies: Sequence[str] | None = None, rate_table: str = "profile",
                         headroom: float = 0.9, beta: int = 5, initial_stage_s: float = 2.0,
                         kappa: float = 0.8, baseline: str = "fixed0",
-                        shortfall: bool = True) -> dict[str, Any]:
-    """OTAS vs fixed gammas on one seeded trace; returns a JSON-ready dict (see docs/otas.md)."""
+                        shortfall: bool = True, serving_efficiency: float | None = None,
+                        level_skew: float = PAPER_LEVEL_SKEW) -> dict[str, Any]:
+    """OTAS vs fixed gammas on one seeded trace; returns a JSON-ready dict (see docs/otas.md).
+    `serving_efficiency` (synthetic profile only; None = Table I's 0.631, 1.0 = Figure 4b raw)
+    and `level_skew` (1.0 = uniform levels, 3.5 = the paper-calibrated trace) set the load."""
     from app.sim.otas_report import experiment_report  # keeps this module short
 
-    profile = TokenProfile.from_profile(load_profile(profile_json))
+    raw = load_profile(profile_json, serving_efficiency)
+    profile = token_profile_from_profile(raw)
     names = list(policies) if policies else (
         ["otas-exact", "otas-alg2"] + [f"fixed{g}" for g in profile.gammas])
-    trace = fluctuating_poisson_trace(duration_s, min_qps, max_qps, seed, TABLE_II)
+    trace = fluctuating_poisson_trace(duration_s, min_qps, max_qps, seed, TABLE_II, level_skew)
     table = rate_table_for(rate_table, profile, headroom)
     switch = SwitchRule(beta, initial_stage_s)
     runs = {}
@@ -162,11 +168,22 @@ def run_otas_experiment(duration_s: int = 120, seed: int = 0, min_qps: float = 2
         runs[name] = simulate(trace, policy, profile, BatchingParams(), keep_problems=keep)
     config = {"duration_s": duration_s, "seed": seed, "min_qps": min_qps, "max_qps": max_qps,
               "profile": str(profile_json) if profile_json else "figure4-synthetic",
+              "serving_efficiency": raw.metadata.get("serving_efficiency"),
+              "level_skew": level_skew, "mean_qps": len(trace) / duration_s,
               "rate_table": rate_table, "headroom": headroom, "beta": beta,
               "initial_stage_s": initial_stage_s, "kappa": kappa, "num_queries": len(trace),
               "rate_rows": [[r.max_qps, r.gamma] for r in table.rows],
               "ceiling_utility": ceiling_utility(trace, profile)}
     return experiment_report(config, runs, baseline)
+
+
+def token_profile_from_profile(profile: Profile, percentile: str = "p95") -> TokenProfile:
+    """A measured `Profile` as OTAS sees it (mapping documented in docs/otas.md): one variant per
+    (task, gamma) with `Variant.model` = task, or one model (any names) serving every task; every
+    task needs every gamma, and `Variant.gamma` must differ between a model's variants."""
+    if not profile.variants:
+        raise ValueError(f"profile {profile.name}: no variants")
+    return TokenProfile.from_profile(profile, percentile)
 
 
 def ceiling_utility(trace: Sequence[TraceQuery], profile: TokenProfile) -> float:

@@ -29,12 +29,20 @@ api = FastAPI(title="adaptserve-bare")
 CPU_OPTIONS = {"num_cpus": 0.1}
 
 
-def _load(family: str, models_dir: str) -> Any:
-    import torch
-    from deployments.models.registry import load_model
+DEFAULT_LOADER = "deployments.models.registry:load_model"
 
+
+def _load(family: str, models_dir: str, loader: str = DEFAULT_LOADER) -> Any:
+    """`loader(family, cache_dir=..., device="cpu")` named by "module:function" (tests pass a
+    fake family's loader)."""
+    import importlib
+
+    import torch
+
+    module, _, func = loader.partition(":")
     torch.set_num_threads(1)
-    return load_model(family, cache_dir=Path(models_dir), device="cpu")
+    return getattr(importlib.import_module(module), func)(family, cache_dir=Path(models_dir),
+                                                          device="cpu")
 
 
 @serve.deployment(max_ongoing_requests=2048)
@@ -42,8 +50,8 @@ class BareModel:
     """Runs every batch on `variant` of the family's `task`."""
 
     def __init__(self, family: str, models_dir: str, variant: str, task: str | None,
-                 max_batch_size: int) -> None:
-        self.model = _load(family, models_dir)
+                 max_batch_size: int, loader: str = DEFAULT_LOADER) -> None:
+        self.model = _load(family, models_dir, loader)
         self.task = task or self.model.tasks()[0]
         by_name = {v.name: v for v in self.model.variants()}
         if variant not in by_name:
@@ -73,8 +81,9 @@ class BareModel:
 
 @serve.deployment(max_ongoing_requests=2048, ray_actor_options=CPU_OPTIONS)
 class BarePreprocess:
-    def __init__(self, family: str, models_dir: str, task: str | None, model: Any) -> None:
-        self.model = _load(family, models_dir)
+    def __init__(self, family: str, models_dir: str, task: str | None, model: Any,
+                 loader: str = DEFAULT_LOADER) -> None:
+        self.model = _load(family, models_dir, loader)
         self.task = task or self.model.tasks()[0]
         self.handle = model
 
@@ -129,9 +138,9 @@ class BareIngress:
 def build_bare_app(family: str, models_dir: str, variant: str, task: str | None = None,
                    max_batch_size: int = 8, num_replicas: int = 1,
                    model_actor_options: dict[str, Any] | None = None,
-                   expected_accuracy: float = 0.0) -> Application:
+                   expected_accuracy: float = 0.0, loader: str = DEFAULT_LOADER) -> Application:
     model = BareModel.options(num_replicas=num_replicas,
                               ray_actor_options=model_actor_options or {"num_cpus": 0.5}).bind(
-        family, str(models_dir), variant, task, max_batch_size)
-    pre = BarePreprocess.bind(family, str(models_dir), task, model)
+        family, str(models_dir), variant, task, max_batch_size, loader)
+    pre = BarePreprocess.bind(family, str(models_dir), task, model, loader)
     return BareIngress.bind(pre, expected_accuracy)

@@ -99,14 +99,14 @@ def deploy_app(args: dict[str, Any], base_url: str) -> float:
 
 def deploy_bare(base_url: str, family: str, models_dir: str, variant: str, task: str | None,
                 max_batch_size: int, actor_options: dict[str, Any],
-                expected_accuracy: float) -> float:
+                expected_accuracy: float, loader: str | None = None) -> float:
     from ray import serve
 
-    from app.bare import build_bare_app
+    from app.bare import DEFAULT_LOADER, build_bare_app
 
     t = time.perf_counter()
     app = build_bare_app(family, models_dir, variant, task, max_batch_size, 1, actor_options,
-                         expected_accuracy)
+                         expected_accuracy, loader or DEFAULT_LOADER)
     serve.run(app, name=BARE_NAME, route_prefix="/" + BARE_NAME, blocking=False)
     wait_healthy(f"{base_url}/{BARE_NAME}/healthz")
     return time.perf_counter() - t
@@ -120,18 +120,21 @@ class ProcessMemory:
 
 
 def serve_memory() -> list[ProcessMemory]:
-    """RSS of every live actor process of this Ray instance (replicas, controller, proxy)."""
+    """RSS of every live actor process of the Ray instance this driver started (replicas,
+    controller, proxy). Reads the GCS actor table through the driver's own connection
+    (`ray.util.state.list_actors` needs the dashboard, which the bench does not start, and
+    would auto-detect other helpers' clusters)."""
     import psutil
-    from ray.util.state import list_actors
+    from ray._private import state
 
     out = []
-    for a in list_actors(filters=[("state", "=", "ALIVE")], limit=10_000, detail=True):
-        pid = int(a.pid or 0)
+    for info in state.actors(actor_state_name="ALIVE").values():
+        pid = int(info.get("Pid") or 0)
         try:
             rss = psutil.Process(pid).memory_info().rss / 2**20
         except (psutil.Error, ValueError):
             continue
-        out.append(ProcessMemory(str(a.class_name), pid, rss))
+        out.append(ProcessMemory(str(info.get("ActorClassName")), pid, rss))
     return sorted(out, key=lambda m: m.actor)
 
 

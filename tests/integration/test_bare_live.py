@@ -1,0 +1,48 @@
+"""The bare Serve graph and the live-bench plumbing on a private local Ray, with a fake family;
+loadgen drives it over real HTTP."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from app import live_bench as lb
+from app.loadgen import LoadgenConfig, build_payloads, run_load
+from app.sim.trace_spec import TraceSpec
+from tests.integration.fake_family import COMPUTE_S, FakeFamily
+
+pytestmark = pytest.mark.integration
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_bare_graph_answers_with_compute_time_and_memory_is_listed() -> None:
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    lb.start_ray(port, num_cpus=4)
+    try:
+        lb.deploy_bare(base, "fake", "/nonexistent", "big", None, 4, {"num_cpus": 0.1}, 0.75,
+                       loader="tests.integration.fake_family:load_model")
+        cfg = LoadgenConfig(url=f"{base}/{lb.BARE_NAME}", model="fake",
+                            trace=TraceSpec("poisson", 10.0, 3.0, seed=1), slo_ms=500.0)
+        examples = FakeFamily().examples("test", "argmax")
+        result = run_load(cfg, build_payloads([(e.inputs, e.label) for e in examples], cfg))
+        s = result.summary
+        assert s.sent > 10 and s.ok == s.sent
+        assert s.accuracy_of_satisfied == pytest.approx(1.0)
+        assert s.expected_accuracy_of_satisfied == pytest.approx(0.75)
+        assert s.compute_p50_ms >= 1000 * COMPUTE_S
+        assert 0 < s.overhead_p50_ms < s.latency_p50_ms
+        assert s.variant_share == {"big": 1.0}
+        mem = lb.serve_memory()
+        bare = lb.app_replicas(mem, lb.BARE_NAME)
+        assert {m.actor.split(":")[-1] for m in bare} == {"BareIngress", "BarePreprocess",
+                                                          "BareModel"}
+        assert all(m.rss_mib > 10 for m in bare)
+    finally:
+        lb.stop_ray()

@@ -89,22 +89,43 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _simulate_other(args: argparse.Namespace) -> int:
-    """Issue-3 experiments; scripts/bench_mosel.py and scripts/bench_otas.py add tables and plots."""
+    """Issue-3 experiments (the same code as scripts/bench_mosel.py / bench_otas.py): print a
+    table, write <experiment>.json and <experiment>.png under --out. --profile PATH runs them
+    on a measured profile (docs/mosel.md, docs/otas.md say how its variants are read)."""
+    args.out.mkdir(parents=True, exist_ok=True)
     if args.experiment == "mosel":
-        from app.sim.mosel_sim import run_mosel_experiment
+        from app.sim.mosel_report import DEFAULT_PROFILES, mosel_table, plot_mosel, run_mosel_suite
 
-        result = run_mosel_experiment(profile=args.profile or "tvlt-like", seed=args.seed)
+        profiles = [args.profile] if args.profile else list(DEFAULT_PROFILES)
+        result = run_mosel_suite(profiles, range(args.seed, args.seed + args.num_seeds))
+        table = mosel_table(result)
+        plot = plot_mosel
     elif args.experiment == "otas":
-        from app.sim.otas_sim import run_otas_experiment
+        from app.sim.otas_report import otas_table, plot_otas
+        from app.sim.otas_sim import SETUPS, run_otas_experiment
 
+        efficiency, skew = SETUPS[args.otas_setup]
         result = run_otas_experiment(duration_s=int(args.duration_s or 300), seed=args.seed,
-                                     profile_json=args.profile)
+                                     profile_json=args.profile, serving_efficiency=efficiency,
+                                     level_skew=skew)
+        result["config"]["setup"] = args.otas_setup
+        table = otas_table(result)
+        plot = plot_otas
     else:
         raise SystemExit(f"unknown experiment {args.experiment!r}")
+    print(table)
     write_json(args.out / f"{args.experiment}.json", result)
-    print(json.dumps(result.get("summary", result.get("ratios", {})), indent=1, default=str)[:4000])
-    print(f"wrote {args.out / (args.experiment + '.json')}")
+    plot(result, args.out / f"{args.experiment}.png")
+    print(f"wrote {args.out / (args.experiment + '.json')} and "
+          f"{args.out / (args.experiment + '.png')}")
     return 0
+
+
+def _simulate_other_args(sim: argparse.ArgumentParser) -> None:
+    sim.add_argument("--num-seeds", type=int, default=10,
+                     help="--experiment mosel: seeds --seed .. --seed + N - 1")
+    sim.add_argument("--otas-setup", default="paper", choices=["paper", "raw"],
+                     help="--experiment otas: paper-calibrated load (default) or Fig. 4b raw")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--tasks", default="image,text")
     sim.add_argument("--worker-list", default=None, help="comma list for --experiment paper")
     sim.add_argument("--jobs", type=int, default=2)
+    _simulate_other_args(sim)
     sim.set_defaults(func=cmd_simulate)
     from app import cli_profile
 

@@ -22,6 +22,7 @@ class JobRecord:
     finish_s: float | None
     accuracy: float | None
     dropped: bool
+    drop_cause: str | None = None  # see MoselSimulation._drop_cause
 
     @property
     def met_latency(self) -> bool:
@@ -66,6 +67,8 @@ def summarize(records: list[JobRecord], decision_s: list[float], horizon_s: floa
         "violation_ratio": (total - met) / total if total else 0.0,
         "dropped": dropped,
         "late": late,
+        "dropped_by_cause": {c: sum(r.num_requests for r in records if r.drop_cause == c)
+                             for c in ("blocked", "at-arrival", "later")},
         "mean_accuracy_served": acc_sum / served_n if served_n else 0.0,
         "mean_completion_s": sum(completion) / len(completion) if completion else 0.0,
         "goodput_per_bucket": [b / bucket_s for b in buckets],

@@ -13,9 +13,10 @@ weakest, video strongest, all three best).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
-from policies.profile import LatencyPoint, Profile, VariantProfile
+from policies.profile import LatencyModel, LatencyPoint, Profile, VariantProfile
 from policies.types import Variant
 
 MAX_BATCH_SIZE = 64
@@ -107,3 +108,39 @@ def all_modality_index(profile: Profile) -> int:
     return max(range(len(profile.variants)),
                key=lambda i: (len(profile.variants[i].variant.modalities),
                               profile.variants[i].accuracy))
+
+
+@dataclass(frozen=True)
+class MoselProfile:
+    """What MOSEL reads from a profile: one variant per modality combination (its accuracy and
+    dense batch latency table, `model`), the combinations, and the all-modality variant."""
+
+    name: str
+    model: LatencyModel
+    combinations: tuple[frozenset[str], ...]
+    all_modality_index: int
+
+
+def mosel_profile_from_profile(profile: Profile, percentile: str = "mean",
+                               max_batch_size: int | None = None) -> MoselProfile:
+    """Map a (measured) `Profile` onto MOSEL (docs/mosel.md): each variant is the model run on
+    the modality set `Variant.modalities`; all variants belong to one model; every set is
+    non-empty and appears once; the union of all sets must itself be a variant (the
+    modality-agnostic baseline's). Latency is the `percentile` table, dense over batch sizes."""
+    if not profile.variants:
+        raise ValueError(f"profile {profile.name}: no variants")
+    models = sorted({v.variant.model for v in profile.variants})
+    if len(models) > 1:
+        raise ValueError(f"profile {profile.name}: variants of several models {models}; "
+                         "MOSEL selects modalities of one model (use Profile.subset)")
+    combos = tuple(frozenset(v.variant.modalities) for v in profile.variants)
+    if any(not c for c in combos):
+        empty = [v.variant.name for v in profile.variants if not v.variant.modalities]
+        raise ValueError(f"profile {profile.name}: variants without modalities: {empty}")
+    if len(set(combos)) != len(combos):
+        raise ValueError(f"profile {profile.name}: a modality set appears twice")
+    union = frozenset().union(*combos)
+    if union not in combos:
+        raise ValueError(f"profile {profile.name}: no variant uses all modalities {sorted(union)}")
+    model = LatencyModel.from_profile(profile, percentile, max_batch_size)
+    return MoselProfile(profile.name, model, combos, combos.index(union))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from app.sim.mosel_metrics import JobRecord, summarize
-from app.sim.mosel_profiles import all_modality_index, load_profile
+from app.sim.mosel_profiles import load_profile, mosel_profile_from_profile
 from app.sim.mosel_workload import (
     DEFAULT_TRACE,
     WorkloadSpec,
@@ -35,7 +35,7 @@ from policies.modality import (
     build_matrix,
     make_policy,
 )
-from policies.profile import LatencyModel, Profile
+from policies.profile import Profile
 from policies.types import Job
 
 
@@ -56,7 +56,7 @@ class MoselSimulation:
     """One run of one policy over a fixed list of jobs."""
 
     def __init__(self, tables: ModalityTables, policy_name: str, num_workers: int, seed: int,
-                 timer: Callable[[], float] = time.perf_counter) -> None:
+                 timer: Callable[[], float] = time.process_time) -> None:
         self.tables = tables
         self.workers = [_Worker(i, make_policy(policy_name, tables, random.Random(seed + i)))
                         for i in range(num_workers)]
@@ -94,7 +94,8 @@ class MoselSimulation:
         self.decision_s.append(self.timer() - t0)
         for drop in plan.dropped:
             q = worker.queue.pop(drop.job_id)
-            self._record(worker, q.job, None, None, dropped=True)
+            self._record(worker, q.job, None, None, dropped=True,
+                         drop_cause=self._drop_cause(q.job, snap.free_at_s, now))
         order = {a.job_id: a for a in plan.assignments}
         worker.queue = {jid: QueuedJob(worker.queue[jid].job, a.strategy)
                         for jid, a in order.items()}
@@ -123,11 +124,20 @@ class MoselSimulation:
         worker.busy = False
         self._start_next(worker, now)
 
+    def _drop_cause(self, job: Job, free_at_s: float, now: float) -> str:
+        """'blocked': misses even alone on its fastest strategy once the worker frees up;
+        'at-arrival' / 'later': would fit alone, dropped on arrival / at a later re-plan."""
+        options = self.tables.options(job.num_requests, job.slo.min_accuracy or 0.0)
+        if not options.candidates or free_at_s + options.candidates[0].latency_s > job.deadline_s:
+            return "blocked"
+        return "at-arrival" if now == job.arrival_s else "later"
+
     def _record(self, worker: _Worker, job: Job, finish_s: float | None,
-                accuracy: float | None, dropped: bool) -> None:
+                accuracy: float | None, dropped: bool, drop_cause: str | None = None) -> None:
         self.records.append(JobRecord(job.job_id, worker.index, job.num_requests,
                                       job.arrival_s, job.deadline_s,
-                                      job.slo.min_accuracy or 0.0, finish_s, accuracy, dropped))
+                                      job.slo.min_accuracy or 0.0, finish_s, accuracy, dropped,
+                                      drop_cause))
 
 
 def all_modality_capacity_qps(tables: ModalityTables, max_job_size: int) -> float:
@@ -140,9 +150,10 @@ def all_modality_capacity_qps(tables: ModalityTables, max_job_size: int) -> floa
 
 def build_tables(profile: Profile, max_job_size: int = 64, num_levels: int = 20,
                  percentile: str = "mean") -> ModalityTables:
-    model = LatencyModel.from_profile(profile, percentile, max_job_size)
-    matrix = build_matrix(model, max_job_size, num_levels, solver="exact")
-    return ModalityTables(matrix, model, all_modality_index(profile))
+    """Offline stage for a profile: `mosel_profile_from_profile`, then the strategy matrix."""
+    mosel = mosel_profile_from_profile(profile, percentile, max_job_size)
+    matrix = build_matrix(mosel.model, max_job_size, num_levels, solver="exact")
+    return ModalityTables(matrix, mosel.model, mosel.all_modality_index)
 
 
 def run_mosel_experiment(profile: str | Profile = "tvlt-like",

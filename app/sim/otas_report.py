@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from policies.tokens import allocate_alg2, allocate_exact
@@ -62,3 +63,57 @@ def experiment_report(config: dict[str, Any], runs: dict[str, SimRun],
     report["alg2_shortfall"] = {name: shortfall_stats(run) for name, run in runs.items()
                                 if name.startswith("otas-alg2") and run.problems}
     return report
+
+
+def otas_table(report: dict[str, Any]) -> str:
+    """The per-policy table printed by the CLI and scripts/bench_otas.py."""
+    base, cfg = report["baseline"], report["config"]
+    lines = [f"trace: {cfg['duration_s']} s, {cfg['num_queries']} queries "
+             f"(mean {cfg.get('mean_qps', 0.0):.0f} req/s, {cfg['min_qps']:.0f}-"
+             f"{cfg['max_qps']:.0f}, level skew {cfg.get('level_skew')}), seed {cfg['seed']}; "
+             f"profile {cfg['profile']} (serving efficiency {cfg.get('serving_efficiency')}); "
+             f"rate table {cfg['rate_table']}",
+             f"{'policy':<20}{'utility':>10}{'x ' + base:>10}{'x best fixed':>14}"
+             f"{'type1':>8}{'type2':>8}{'type3':>8}{'type4':>8}{'DP calls':>10}"]
+    for name, p in report["policies"].items():
+        lines.append(f"{name:<20}{p['total_utility']:>10.1f}{p['ratio_vs_baseline']:>10.3f}"
+                     f"{p['ratio_vs_best_fixed']:>14.3f}{p['type1_accurate_in_time']:>8}"
+                     f"{p['type2_wrong_in_time']:>8}{p['type3_late']:>8}"
+                     f"{p['type4_evicted']:>8}{p['dp_decisions']:>10}")
+    lines.append(f"best fixed: {report['best_fixed']}; oracle ceiling (all in time at max "
+                 f"accuracy) = {cfg['ceiling_utility']:.1f} = "
+                 f"{report['ceiling_ratio_vs_baseline']:.3f}x {base}")
+    for name, s in report.get("alg2_shortfall", {}).items():
+        lines.append(f"Alg.2 shortfall in {name}: {s['short_instances']}/{s['instances']} DP "
+                     f"instances short ({100 * s['short_fraction']:.1f}%), mean gap when short "
+                     f"{100 * s['mean_relative_gap_when_short']:.2f}%, max "
+                     f"{100 * s['max_relative_gap']:.2f}%")
+    return "\n".join(lines)
+
+
+def plot_otas(report: dict[str, Any], path: Path) -> None:
+    """Total utility per policy (with the oracle ceiling) and the four outcome types."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(report["policies"])
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
+    ax1.bar(names, [report["policies"][n]["total_utility"] for n in names], color="tab:blue")
+    ax1.axhline(report["config"]["ceiling_utility"], color="k", ls="--", label="oracle ceiling")
+    ax1.set_ylabel("total utility")
+    ax1.legend()
+    ax1.tick_params(axis="x", rotation=60)
+    bottom = [0.0] * len(names)
+    for k, label in ((1, "type1_accurate_in_time"), (2, "type2_wrong_in_time"),
+                     (3, "type3_late"), (4, "type4_evicted")):
+        vals = [report["policies"][n][label] / report["config"]["num_queries"] for n in names]
+        ax2.bar(names, vals, bottom=bottom, label=f"type {k}")
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+    ax2.set_ylabel("fraction of queries")
+    ax2.legend(fontsize=8)
+    ax2.tick_params(axis="x", rotation=60)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

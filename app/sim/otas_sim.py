@@ -37,6 +37,12 @@ from policies.tokens import (
     tally,
 )
 
+# Named load setups (serving efficiency, trace level skew), see docs/otas.md:
+# "paper": the worker sustains Table I's rates and the trace has the paper's implied mean load;
+# "raw": Figure 4b's throughput and uniform levels (the first version of this experiment).
+SETUPS: dict[str, tuple[float | None, float]] = {"paper": (None, PAPER_LEVEL_SKEW),
+                                                 "raw": (1.0, 1.0)}
+
 
 class TokenPolicy(Protocol):
     def decide(self, snapshot: OtasSnapshot, now_s: float) -> OtasDecision: ...

@@ -1,0 +1,89 @@
+"""A measured `Profile` read as a MOSEL profile (mosel_profile_from_profile), end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.sim.mosel_profiles import mosel_profile_from_profile
+from app.sim.mosel_report import mosel_table, plot_mosel, run_mosel_suite
+from policies.profile import LatencyPoint, Profile, VariantProfile
+from policies.types import Variant
+
+
+def _points(fixed_ms: float, per_ms: float) -> tuple[LatencyPoint, ...]:
+    # Sparse, measured-like: a few batch sizes with different percentiles.
+    return tuple(LatencyPoint(b, fixed_ms + per_ms * b, 1.2 * (fixed_ms + per_ms * b),
+                              1.3 * (fixed_ms + per_ms * b), fixed_ms + per_ms * b, 50)
+                 for b in (1, 4, 16, 32))
+
+
+def _variant(mods: tuple[str, ...], acc: float, fixed: float, per: float,
+             model: str = "fusion") -> VariantProfile:
+    return VariantProfile(Variant("+".join(mods) or "nothing", model, frozenset(mods)), acc,
+                          _points(fixed, per))
+
+
+def hand_built() -> Profile:
+    return Profile("fusion-measured", "cpu", (
+        _variant(("audio",), 0.70, 2.0, 3.0),
+        _variant(("audio", "image"), 0.78, 16.0, 30.0),
+        _variant(("image",), 0.66, 14.0, 27.0),
+    ))
+
+
+def test_mapping_reads_combinations_latency_and_all_modality_variant() -> None:
+    m = mosel_profile_from_profile(hand_built(), percentile="p95", max_batch_size=32)
+    assert m.combinations[m.all_modality_index] == frozenset({"audio", "image"})
+    assert m.model.names == ("audio", "audio+image", "image")
+    assert m.model.accuracy == (0.70, 0.78, 0.66)
+    assert m.model.latency(1, 4) == pytest.approx(1.2 * (16.0 + 120.0) / 1000)  # p95, seconds
+    assert m.model.latency(0, 8) >= m.model.latency(0, 4)  # dense, non-decreasing
+
+
+@pytest.mark.parametrize(("variants", "match"), [
+    ((("audio",), ("image",)), "all modalities"),
+    ((("audio",), ("audio",), ("audio", "image")), "twice"),
+    (((),), "without modalities"),
+])
+def test_mapping_rejects_profiles_mosel_cannot_read(variants: tuple[tuple[str, ...], ...],
+                                                   match: str) -> None:
+    prof = Profile("bad", "cpu", tuple(_variant(v, 0.7, 1.0, 1.0) for v in variants))
+    with pytest.raises(ValueError, match=match):
+        mosel_profile_from_profile(prof)
+
+
+def test_mapping_rejects_several_models() -> None:
+    prof = Profile("mixed", "cpu", (_variant(("audio",), 0.7, 1, 1, "a"),
+                                    _variant(("audio", "image"), 0.8, 1, 2, "b")))
+    with pytest.raises(ValueError, match="several models"):
+        mosel_profile_from_profile(prof)
+
+
+def test_suite_runs_on_a_profile_json(tmp_path: Path) -> None:
+    path = tmp_path / "fusion.json"
+    path.write_text(json.dumps(hand_built().to_dict()))
+    suite = run_mosel_suite([str(path)], seeds=[0], policies=("optimized", "random", "none"))
+    run = suite["experiments"][str(path)]["runs"][0]
+    assert run["profile"] == "fusion-measured" and run["num_requests"] > 0
+    assert "optimized" in mosel_table(suite)
+    plot_mosel(suite, tmp_path / "mosel.png")
+    assert (tmp_path / "mosel.png").stat().st_size > 0
+
+
+def test_cli_mosel_with_profile_writes_table_json_png(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli import main
+
+    path = tmp_path / "fusion.json"
+    path.write_text(json.dumps(hand_built().to_dict()))
+    out = tmp_path / "out"
+    assert main(["simulate", "--experiment", "mosel", "--profile", str(path), "--num-seeds", "1",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "optimized-violator-drop" in printed and "x none" in printed
+    suite = json.loads((out / "mosel.json").read_text())
+    assert list(suite["experiments"]) == [str(path)]
+    assert (out / "mosel.png").stat().st_size > 0

@@ -121,7 +121,11 @@ def ensure_plans(profile_paths: Mapping[str, Path], plans_dir: Path = DEFAULT_PL
     for name, ppath in profile_paths.items():
         text = Path(ppath).read_text()
         profile = Profile.from_dict(json.loads(text))
-        wanted = [k for k in plan_kinds(profile) if kinds is None or k in kinds]
+        supported = plan_kinds(profile)
+        wanted = [k for k in supported if kinds is None or k in kinds]
+        if kinds is not None and not wanted:
+            log.warning("profile %s supports plan kinds %s, none of %s", name, supported,
+                        list(kinds))
         for kind in wanted:
             path = plan_path(plans_dir, name, kind)
             source = _source(text, kind, settings)

@@ -83,12 +83,14 @@ def classifier_deployment_name(family: str) -> str:
 def bind_graph(cfg: AppConfig, catalog: Catalog) -> Application:
     data = cfg.model_dump(mode="json")
     side = cfg.http.ray_actor_options
-    controller = Controller.options(ray_actor_options=side).bind(data)
+    controller = Controller.options(ray_actor_options=side,
+                                    logging_config={"enable_access_log": False}).bind(data)
     classifiers = {
         c.name: Classifier.options(
             name=classifier_deployment_name(c.name), num_replicas=c.num_replicas,
             ray_actor_options=c.ray_actor_options,
             max_ongoing_requests=max(2 * c.max_queued_items, 64),
+            health_check_period_s=c.health_check_period_s,
         ).bind(c.model_dump(mode="json"), data["paths"], data["controller"], controller)
         for c in cfg.classifiers}
     preprocess = Preprocess.options(

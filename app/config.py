@@ -85,6 +85,8 @@ class ClassifierConfig(_Strict):
     ray_actor_options: dict[str, Any] = Field(
         default_factory=lambda: {"num_cpus": 0.5},
         description="Ray actor options (fractional num_cpus; num_gpus on GPU clusters)")
+    health_check_period_s: float = Field(
+        default=2.0, gt=0, description="how often Serve checks a replica (a dead one is replaced)")
     device: Device = Field(default="auto", description="auto: CUDA when the replica sees a GPU")
     tasks: list[str] | None = Field(default=None,
                                     description="tasks to serve (default: all of the family)")

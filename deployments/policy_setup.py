@@ -59,7 +59,7 @@ def read_plan(plans_dir: Path, model: str, task: str, policy: str) -> dict[str, 
 def plan_version(plan: dict[str, Any] | None) -> str:
     if plan is None:
         return ""
-    return str(plan.get("version") or plan.get("plan_version") or plan.get("kind") or "file")
+    return str(plan.get("plan_id") or "file")
 
 
 def build_task_policy(cfg: ClassifierConfig, profile: Profile,

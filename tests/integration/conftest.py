@@ -1,0 +1,116 @@
+"""One real local Ray Serve app (all three model families) shared by the integration tests.
+
+Ray runs with 2 CPUs and a small object store; replicas use fractional CPUs. The app is built
+with `app.builder.build_app` (trains/profiles/plans on first use, cached under .cache/), served
+on a free port, and torn down after the session (serve.shutdown + ray.shutdown).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import requests
+
+FAMILIES = ("family", "vit", "fusion")
+APP_NAME = "adaptserve-test"
+
+TEST_ARGS: dict[str, Any] = {
+    "http": {"max_body_bytes": 512 * 1024, "deadline_grace_s": 1.0, "request_timeout_s": 20.0,
+             "ray_actor_options": {"num_cpus": 0.05}},
+    "controller": {"interval_s": 0.5, "window_s": 3.0, "stale_after_s": 3.0},
+    "classifiers": [
+        {"name": "family", "policy": "ramsis", "max_batch_size": 8, "max_queued_items": 64,
+         "ray_actor_options": {"num_cpus": 0.3}},
+        {"name": "vit", "policy": "otas", "max_batch_size": 8, "max_queued_items": 64,
+         "ray_actor_options": {"num_cpus": 0.3}},
+        {"name": "fusion", "policy": "mosel", "max_batch_size": 8, "max_queued_items": 16,
+         "ray_actor_options": {"num_cpus": 0.3}},
+    ],
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+
+    def post(self, path: str, body: Any = None, raw: bytes | None = None,
+             timeout: float = 30.0) -> requests.Response:
+        if raw is not None:
+            return requests.post(self.url + path, data=raw, timeout=timeout,
+                                 headers={"content-type": "application/json"})
+        return requests.post(self.url + path, json=body, timeout=timeout)
+
+    def get(self, path: str, timeout: float = 30.0) -> requests.Response:
+        return requests.get(self.url + path, timeout=timeout)
+
+
+def _wait_healthy(url: str, timeout_s: float = 120.0) -> None:
+    end = time.time() + timeout_s
+    while time.time() < end:
+        try:
+            if requests.get(url + "/healthz", timeout=5).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"{url}/healthz never answered 200")
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+    from ray import serve
+
+    from app.builder import build_app
+
+    port = free_port()
+    ray.init(num_cpus=2, object_store_memory=256 * 1024 * 1024, include_dashboard=False,
+             namespace="adaptserve-tests", log_to_driver=False)
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        serve.run(build_app(TEST_ARGS), name=APP_NAME, route_prefix="/")
+        url = f"http://127.0.0.1:{port}"
+        _wait_healthy(url)
+        yield Server(url)
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def examples() -> dict[str, dict[str, list[Any]]]:
+    """Held-out test items in wire form per family and task (real data, no fakes)."""
+    from deployments.models.registry import load_model
+
+    from profiling.paths import REPO_ROOT
+
+    out: dict[str, dict[str, list[Any]]] = {}
+    for name in FAMILIES:
+        model = load_model(name, cache_dir=REPO_ROOT / ".cache" / "models", device="cpu")
+        out[name] = {t: model.examples("test", t, limit=64) for t in model.tasks()}
+    return out
+
+
+@pytest.fixture(scope="session")
+def catalog(server: Server) -> dict[str, Any]:
+    models = server.get("/v1/models").json()["models"]
+    return {m["name"]: m for m in models}
+
+
+def fastest_ms(catalog: dict[str, Any], family: str, task: str | None = None) -> float:
+    info = catalog[family]
+    t = next(x for x in info["tasks"] if x["task"] == (task or info["default_task"]))
+    return float(t["fastest_latency_ms"])

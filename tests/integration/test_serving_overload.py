@@ -1,0 +1,55 @@
+"""Overload is answered explicitly: shed beyond the queue bound, deadline_exceeded when late."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.integration.conftest import Server, fastest_ms
+
+pytestmark = pytest.mark.integration
+
+ANSWERED = {"ok", "deadline_exceeded", "shed"}
+
+
+def test_job_beyond_queue_bound_is_shed(server: Server, examples) -> None:
+    task = next(iter(examples["fusion"]))
+    pool = examples["fusion"][task]
+    items = [pool[i % len(pool)].inputs for i in range(40)]  # queue bound is 16
+    r = server.post("/v1/jobs", {"model": "fusion", "items": items,
+                                 "slo": {"latency_ms": 5000.0}})
+    assert r.status_code == 200, r.text
+    results = r.json()["results"]
+    assert len(results) == 40 and {x["status"] for x in results} <= ANSWERED
+    shed = [x for x in results if x["status"] == "shed"]
+    assert len(shed) >= 40 - 16
+    assert all(x["error"] and x["prediction"] is None for x in shed)
+    assert any(x["status"] == "ok" for x in results)
+
+
+def test_burst_with_tight_slo_gets_explicit_drops(server: Server, examples, catalog) -> None:
+    task = next(iter(examples["vit"]))
+    pool = examples["vit"][task]
+    slo_ms = fastest_ms(catalog, "vit", task) * 1.2
+
+    def send(i: int) -> dict:
+        r = server.post("/v1/classify", {"model": "vit", "task": task,
+                                         "inputs": pool[i % len(pool)].inputs,
+                                         "slo": {"latency_ms": slo_ms}})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    start = time.time()
+    with ThreadPoolExecutor(16) as ex:
+        out = list(ex.map(send, range(48)))
+    assert time.time() - start < 60
+    statuses = [x["status"] for x in out]
+    assert set(statuses) <= ANSWERED
+    assert any(s != "ok" for s in statuses), statuses
+    for x in out:
+        if x["status"] != "ok":
+            assert x["error"] and x["prediction"] is None
+        else:
+            assert x["decision"]["variant"]

@@ -1,0 +1,43 @@
+"""Pure parts of the live-bench plumbing: config overrides and the profile capacity estimate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.live_bench import classifier_args, profile_capacity, serve_args, with_classifier
+from policies.profile import LatencyPoint, Profile, VariantProfile
+from policies.types import Variant
+
+CONFIG = """
+applications:
+  - name: adaptserve
+    args:
+      classifiers:
+        - {name: family, policy: ramsis, num_replicas: 1}
+        - {name: vit, policy: otas}
+"""
+
+
+def test_config_overrides_copy_the_args(tmp_path: Path) -> None:
+    path = tmp_path / "serve_config.yaml"
+    path.write_text(CONFIG)
+    args = serve_args(path)
+    changed = with_classifier(args, "family", policy="most_accurate", num_replicas=3)
+    assert classifier_args(changed, "family") == {"name": "family", "policy": "most_accurate",
+                                                  "num_replicas": 3}
+    assert classifier_args(args, "family")["policy"] == "ramsis"  # original untouched
+    with pytest.raises(ValueError, match="fusion"):
+        with_classifier(args, "fusion", policy="x")
+
+
+def test_profile_capacity_picks_the_best_batch_within_half_the_slo() -> None:
+    pts = tuple(LatencyPoint(b, ms, ms, ms, ms) for b, ms in ((1, 20.0), (2, 30.0), (4, 50.0),
+                                                              (8, 90.0)))
+    prof = Profile("p", "cpu", (VariantProfile(Variant("big"), 0.9, pts),))
+    est = profile_capacity(prof, "big", slo_ms=100.0, percentile="p95", max_batch_size=8,
+                           replicas=2)
+    # 2 x latency <= 100 ms allows b <= 4 (50 ms): 2 replicas x 4 / 0.05 s = 160 qps.
+    assert (est.batch_size, est.batch_latency_ms) == (4, pytest.approx(50.0))
+    assert est.qps == pytest.approx(160.0)

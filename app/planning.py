@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from policies.model_selection.mdp import build_mdp
-from policies.model_selection.mdp_spec import MDPSpec
+from policies.model_selection.mdp_spec import MDPSpec, Reward
 from policies.model_selection.policy_set import generate_policy_set
 from policies.model_selection.solve import solve
 from policies.model_selection.table import PolicyTable
@@ -19,7 +19,10 @@ log = logging.getLogger(__name__)
 
 
 def _spec_key(spec: MDPSpec, model: LatencyModel, iterations: int) -> str:
-    payload = {"spec": {k: (v.value if hasattr(v, "value") else v) for k, v in asdict(spec).items()},
+    fields = {k: (v.value if hasattr(v, "value") else v) for k, v in asdict(spec).items()}
+    if spec.reward is Reward.PER_DECISION:
+        del fields["reward"]  # keys of tables cached before the reward option stay valid
+    payload = {"spec": fields,
                "names": model.names, "acc": model.accuracy, "lat": model.latency_s,
                "iterations": iterations}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:20]
@@ -53,9 +56,7 @@ def plan_policy_set(base: MDPSpec, model: LatencyModel, min_qps: float, max_qps:
         bar = tqdm(desc=f"plan W={base.num_workers} SLO={base.slo_s * 1000:g}ms", unit="policy")
 
     def solve_at(load: float) -> PolicyTable:
-        spec = MDPSpec(base.slo_s, base.num_workers, load, base.max_queue, base.intervals,
-                       base.discretization, base.balancing, base.batching)
-        return plan_policy(spec, model, cache_dir)
+        return plan_policy(replace(base, load_qps=load), model, cache_dir)
 
     tables = generate_policy_set(solve_at, min_qps, max_qps, coarse_step_qps, max_accuracy_gap,
                                  on_policy=(lambda _t: bar.update(1)) if bar is not None else None)

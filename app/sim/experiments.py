@@ -21,7 +21,7 @@ from policies.model_selection.baselines import (
     always_most_accurate,
     jellyfish_choice,
 )
-from policies.model_selection.mdp_spec import LoadBalancing, MDPSpec
+from policies.model_selection.mdp_spec import LoadBalancing, MDPSpec, Reward
 from policies.model_selection.table import RamsisSelector
 from policies.profile import LatencyModel
 
@@ -38,6 +38,7 @@ class Scenario:
     duration_s: float = 30.0
     seed: int = 0
     balancer: Balancer = Balancer.ROUND_ROBIN
+    reward: Reward = Reward.PER_DECISION  # what RAMSIS's value iteration maximizes
     policy_loads: tuple[float, float, float] = (200.0, 4000.0, 200.0)  # min, max, step
     policies: tuple[str, ...] = ("ramsis", "jellyfish", "modelswitching")
     cache_dir: Path | None = Path(".cache/policies")
@@ -62,7 +63,7 @@ class Scenario:
 def _ramsis(s: Scenario, model: LatencyModel, progress: bool) -> RamsisSelector:
     balancing = (LoadBalancing.SHORTEST_QUEUE if s.balancer is Balancer.SHORTEST_QUEUE
                  else LoadBalancing.ROUND_ROBIN)
-    base = MDPSpec(s.slo_s, s.workers, s.qps, balancing=balancing)
+    base = MDPSpec(s.slo_s, s.workers, s.qps, balancing=balancing, reward=s.reward)
     if s.trace == "constant":
         return RamsisSelector([plan_policy(base, model, s.cache_dir)])
     lo, hi, step = s.policy_loads

@@ -27,6 +27,20 @@ class Batching(Enum):
     VARIABLE = "variable"  # 1 <= b <= n
 
 
+class Reward(Enum):
+    """What value iteration maximizes (§4.1: R_a = Accuracy(a) x SLOSatisfied(s, a)).
+
+    PER_DECISION: the reward is earned once per decision, whatever the batch size, as the public
+    implementation does; the policy then maximizes the mean accuracy per *batch*, which lets it
+    run a slow, accurate model on small batches and a fast one on the large batches that pile up
+    meanwhile. PER_QUERY: every query of the batch earns it, and the policy maximizes the long-run
+    accuracy per *query* (violations count as 0), the objective §4.1 states and §5.1 and the
+    evaluation measure; solved as a ratio of expectations (`solve.solve`)."""
+
+    PER_DECISION = "per_decision"
+    PER_QUERY = "per_query"
+
+
 @dataclass(frozen=True)
 class MDPSpec:
     """Everything a policy is specialised to: SLO, workers, load and the modelling choices."""
@@ -39,6 +53,7 @@ class MDPSpec:
     discretization: Discretization = Discretization.FIXED_LENGTH
     balancing: LoadBalancing = LoadBalancing.ROUND_ROBIN
     batching: Batching = Batching.MAXIMAL
+    reward: Reward = Reward.PER_DECISION
 
     def __post_init__(self) -> None:
         if self.slo_s <= 0 or self.num_workers < 1 or self.load_qps <= 0:

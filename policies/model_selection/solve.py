@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from policies.model_selection.mdp import MDP
+from policies.model_selection.mdp_spec import Reward
 
 
 @dataclass(frozen=True)
@@ -36,22 +37,24 @@ def _best_rows(mdp: MDP, q: NDArray[Any], slot_rows: NDArray[Any]) -> tuple[NDAr
 
 
 def value_iteration(mdp: MDP, iterations: int = 100, discount: float = 1.0,
-                    tolerance: float = 0.0) -> NDArray[Any]:
+                    tolerance: float = 0.0, reward: NDArray[Any] | None = None) -> NDArray[Any]:
     """Bellman backups from V = 0. The defaults are the reference's: undiscounted, 100 backups
     (a finite horizon long enough that the greedy policy is stationary); with discount < 1 and a
-    tolerance it runs to convergence instead. Returns the chosen row per state."""
+    tolerance it runs to convergence instead. `reward` (one per row) replaces `mdp.row_reward`.
+    Returns the chosen row per state."""
+    row_reward = mdp.row_reward if reward is None else reward
     size = mdp.space.size
     slot_rows = np.full((size, int(mdp.row_slot.max()) + 1), -1)
     slot_rows[mdp.row_state, mdp.row_slot] = np.arange(mdp.num_rows)
     probs = mdp.probs
     value: NDArray[Any] = np.zeros(size)
     for _ in range(iterations):
-        new_value, _ = _best_rows(mdp, mdp.row_reward + discount * (probs @ value), slot_rows)
+        new_value, _ = _best_rows(mdp, row_reward + discount * (probs @ value), slot_rows)
         delta = float(np.max(np.abs(new_value - value)))
         value = new_value
         if tolerance > 0 and delta < tolerance:
             break
-    _, rows = _best_rows(mdp, mdp.row_reward + discount * (probs @ value), slot_rows)
+    _, rows = _best_rows(mdp, row_reward + discount * (probs @ value), slot_rows)
     return rows
 
 
@@ -86,7 +89,40 @@ def expectations(mdp: MDP, rows: NDArray[Any]) -> tuple[float, float]:
     return accuracy, float((weight * late).sum())
 
 
-def solve(mdp: MDP, iterations: int = 100, discount: float = 1.0) -> SolvedPolicy:
+def query_reward_rate(mdp: MDP, rows: NDArray[Any]) -> float:
+    """Long-run reward per served query, E[b R] / E[b] under the stationary distribution: the
+    accuracy per query with late queries counted as 0, i.e. (1 - violations) x accuracy."""
+    served = stationary(mdp, rows) * mdp.row_batch[rows]
+    total = float(served.sum())
+    return float((served * mdp.row_reward[rows]).sum()) / total if total > 0 else 0.0
+
+
+def per_query_rows(mdp: MDP, iterations: int = 100, discount: float = 1.0,
+                   max_rounds: int = 20, tolerance: float = 1e-9) -> NDArray[Any]:
+    """Rows maximizing the reward per query, E[b R] / E[b] (Reward.PER_QUERY), by Dinkelbach's
+    parametric method: start from the per-decision policy with ratio rho, then repeatedly solve
+    the MDP with reward b (R - rho), whose optimum has non-negative gain exactly while some policy
+    earns more than rho per query, and take the new policy's ratio. Each round can only raise
+    rho; it stops when the policy repeats or rho no longer rises (2-3 rounds in practice)."""
     rows = value_iteration(mdp, iterations, discount)
+    rate = query_reward_rate(mdp, rows)
+    for _ in range(max_rounds):
+        shifted = mdp.row_batch * (mdp.row_reward - rate)
+        candidate = value_iteration(mdp, iterations, discount, reward=shifted)
+        if np.array_equal(candidate, rows):
+            break
+        candidate_rate = query_reward_rate(mdp, candidate)
+        if candidate_rate <= rate + tolerance:
+            break
+        rows, rate = candidate, candidate_rate
+    return rows
+
+
+def solve(mdp: MDP, iterations: int = 100, discount: float = 1.0) -> SolvedPolicy:
+    """The policy for `mdp.spec.reward`, and its expectations (§5.1)."""
+    if mdp.spec.reward is Reward.PER_QUERY:
+        rows = per_query_rows(mdp, iterations, discount)
+    else:
+        rows = value_iteration(mdp, iterations, discount)
     accuracy, violation = expectations(mdp, rows)
     return SolvedPolicy(mdp, rows, accuracy, violation, iterations)

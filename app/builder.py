@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ray.serve import Application
+from ray.serve.deployment import Deployment
 
 from app.catalog import Catalog, FamilyInfo, family_info, profile_file
 from app.config import AppConfig, ClassifierConfig
@@ -80,25 +81,30 @@ def classifier_deployment_name(family: str) -> str:
     return f"Classifier_{family}"
 
 
+def _deployment(cls: Any) -> Deployment:
+    """The `@serve.deployment` classes, typed as what they are at runtime."""
+    return cast(Deployment, cls)
+
+
 def bind_graph(cfg: AppConfig, catalog: Catalog) -> Application:
     data = cfg.model_dump(mode="json")
     side = cfg.http.ray_actor_options
-    controller = Controller.options(ray_actor_options=side,
+    controller = _deployment(Controller).options(ray_actor_options=side,
                                     logging_config={"enable_access_log": False}).bind(data)
     classifiers = {
-        c.name: Classifier.options(
+        c.name: _deployment(Classifier).options(
             name=classifier_deployment_name(c.name), num_replicas=c.num_replicas,
             ray_actor_options=c.ray_actor_options,
             max_ongoing_requests=max(2 * c.max_queued_items, 64),
             health_check_period_s=c.health_check_period_s,
         ).bind(c.model_dump(mode="json"), data["paths"], data["controller"], controller)
         for c in cfg.classifiers}
-    preprocess = Preprocess.options(
+    preprocess = _deployment(Preprocess).options(
         num_replicas=cfg.http.preprocess_replicas, ray_actor_options=side,
         max_ongoing_requests=cfg.http.max_ongoing_requests,
     ).bind([c.name for c in cfg.classifiers], data["paths"]["models_dir"], classifiers,
            cfg.http.deadline_grace_s)
-    return Ingress.options(
+    return _deployment(Ingress).options(
         num_replicas=cfg.http.num_replicas, ray_actor_options=side,
         max_ongoing_requests=cfg.http.max_ongoing_requests,
     ).bind(catalog, data["http"], preprocess, controller)

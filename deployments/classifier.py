@@ -60,7 +60,8 @@ def replica_id() -> str:
 class Classifier:
     """A thin Serve shell around `ReplicaLoop`."""
 
-    async def __init__(self, cfg: dict[str, Any], paths: dict[str, Any],
+    # Serve supports an async constructor; it lets the replica start its reporting task.
+    async def __init__(self, cfg: dict[str, Any], paths: dict[str, Any],  # type: ignore[misc]
                        controller_cfg: dict[str, Any], controller: Any = None) -> None:
         torch.set_num_threads(1)
         self.cfg = ClassifierConfig.model_validate(cfg)
@@ -82,9 +83,11 @@ class Classifier:
                  self.replica_id, self.device,
                  {t: p.scheduler.name for t, p in self.policies.items()})
 
-    def _run_batch(self, variant: Variant, task: str, items: list[dict]) -> list[Any]:
+    def _run_batch(self, variant: Variant, task: str,
+                   items: list[dict[str, Any]]) -> list[Any]:
         if self.device.type != "cpu":
-            items = [{k: v.to(self.device) for k, v in it.items()} for it in items]
+            items = [{k: v.to(self.device) if isinstance(v, torch.Tensor) else v
+                      for k, v in it.items()} for it in items]
         with torch.inference_mode():
             return list(self.model.run(variant, task, items))
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from deployments.models.base import Prediction
 from deployments.queueing import DeadlineQueue, QueuedItem, RateWindow
@@ -25,7 +26,7 @@ from policies.types import Variant
 
 log = logging.getLogger(__name__)
 
-BatchRunner = Callable[[Variant, str, list[dict]], list[Prediction]]
+BatchRunner = Callable[[Variant, str, list[dict[str, Any]]], list[Prediction]]
 MIN_WAIT_S = 0.001
 
 

@@ -24,6 +24,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout-s", type=float, default=None)
     p.add_argument("--examples", type=int, default=512, help="held-out examples to cycle")
+    p.add_argument("--models-dir", default=None, help="weights cache (default: the registry's)")
     p.add_argument("--out", type=Path, default=Path("results/loadgen"))
     p.set_defaults(func=cmd_loadgen)
 
@@ -37,7 +38,7 @@ def cmd_loadgen(args: argparse.Namespace) -> int:
                                         args.seed),
                         slo_ms=args.slo_ms, min_accuracy=args.min_accuracy,
                         job_size=args.job_size, timeout_s=args.timeout_s)
-    payloads = payloads_from_model(cfg, limit=args.examples)
+    payloads = payloads_from_model(cfg, limit=args.examples, models_dir=args.models_dir)
     result = run_load(cfg, payloads)
     print(format_summary(result.summary))
     write_json(args.out / "loadgen.json", result.to_dict())

@@ -199,11 +199,15 @@ def run_load(cfg: LoadgenConfig, payloads: list[Payload]) -> LoadResult:
     return asyncio.run(run_load_async(cfg, payloads))
 
 
-def payloads_from_model(cfg: LoadgenConfig, limit: int = 512) -> list[Payload]:
+def payloads_from_model(cfg: LoadgenConfig, limit: int = 512,
+                        models_dir: str | None = None) -> list[Payload]:
     """Held-out test examples of the model family (wire form, with labels) as payloads."""
+    from pathlib import Path
+
     from deployments.models.registry import load_model
 
-    model = load_model(cfg.model)
+    model = (load_model(cfg.model) if models_dir is None
+             else load_model(cfg.model, cache_dir=Path(models_dir)))
     task = cfg.task or model.tasks()[0]
     examples = model.examples("test", task, limit=limit)
     return build_payloads([(e.inputs, e.label) for e in examples], cfg)

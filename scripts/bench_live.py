@@ -64,6 +64,7 @@ class Bench:
         self.slo_ms = float(a.slo_ms or fam.get("default_slo_ms", 200.0))
         self.runs: dict[str, LoadResult] = {}
         self.payloads: list[Payload] = []
+        self.models_dir: str | None = None
         self.t0 = time.perf_counter()
 
     def log(self, msg: str) -> None:
@@ -74,7 +75,7 @@ class Bench:
                             timeout_s=max(10.0, 0.02 * self.slo_ms))
         if not self.payloads:
             from app.loadgen import payloads_from_model
-            self.payloads = payloads_from_model(cfg)
+            self.payloads = payloads_from_model(cfg, models_dir=self.models_dir)
         res = run_load(cfg, self.payloads)
         self.runs[name] = res
         write_json(self.a.records / f"{name}.json", res.to_dict())
@@ -101,6 +102,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         out["deploy_default_s"] = lb.deploy_app(b.args, b.base)
         cfg = load_config(b.args)
         ccfg = cfg.classifier(a.family)
+        b.models_dir = str(cfg.paths.models_dir)
         from deployments.models.registry import load_model
         task = (ccfg.tasks or list(load_model(a.family, cache_dir=cfg.paths.models_dir,
                                               device="cpu").tasks()))[0]

@@ -25,8 +25,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from numpy.typing import NDArray
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
 SPLITS = ("train", "val", "test")
 IMAGE_SIZE = 16
@@ -60,13 +58,20 @@ class DataConfig:
 
 @lru_cache(maxsize=1)
 def _raw_digits() -> tuple[NDArray[np.float32], NDArray[np.int64]]:
+    from sklearn.datasets import load_digits  # lazy: importing sklearn takes seconds
+
     bunch = load_digits()
     images = (bunch.images / 16.0).astype(np.float32)
-    return images, bunch.target.astype(np.int64)
+    labels = bunch.target.astype(np.int64)
+    images.setflags(write=False)  # cached: shared read-only
+    labels.setflags(write=False)
+    return images, labels
 
 
 def split_indices(cfg: DataConfig) -> dict[str, NDArray[np.int64]]:
     """Stratified, seeded source-image indices of each split (sorted, disjoint)."""
+    from sklearn.model_selection import train_test_split
+
     _, labels = _raw_digits()
     idx = np.arange(len(labels))
     rest, test = train_test_split(idx, test_size=cfg.test_frac, stratify=labels,

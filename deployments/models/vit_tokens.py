@@ -162,20 +162,23 @@ def _pretrain(model: TokenViT, cfg: VitConfig, gen: torch.Generator) -> None:
     model.eval()
 
 
-def _probe(model: TokenViT, cfg: VitConfig, task: str, gen: torch.Generator) -> None:
-    """Linear-probe head (task, gamma 0) on frozen class-token features."""
+def _probe(model: TokenViT, cfg: VitConfig, tasks: tuple[str, ...],
+           gen: torch.Generator) -> None:
+    """Linear-probe heads (task, gamma 0) on frozen class-token features (task-independent)."""
     with torch.no_grad():
-        feats, labels = [], []
+        feats, digits = [], []
         for epoch in range(cfg.probe_epochs):
-            images, digits = image_split("train", cfg.data, 100 + epoch)
-            feats.append(model.features(to_float(images), task, 0)[0])
-            labels.append(task_labels(task, digits))
-    x, y = torch.cat(feats), torch.cat(labels)
-    head = model.heads[model.head_key(task, 0)]
-    opt, sched = T.optimizer(list(head.parameters()), 1e-2, 300, weight_decay=1e-3)
-    for _ in range(300):
-        idx = torch.randint(0, len(y), (256,), generator=gen)
-        T.step(F.cross_entropy(head(x[idx]), y[idx]), opt, sched)
+            images, labels = image_split("train", cfg.data, 100 + epoch)
+            feats.append(model.features(to_float(images), tasks[0], 0)[0])
+            digits.append(labels)
+    x, d = torch.cat(feats), torch.cat(digits)
+    for task in tasks:
+        y = task_labels(task, d)
+        head = model.heads[model.head_key(task, 0)]
+        opt, sched = T.optimizer(list(head.parameters()), 1e-2, 300, weight_decay=1e-3)
+        for _ in range(300):
+            idx = torch.randint(0, len(y), (256,), generator=gen)
+            T.step(F.cross_entropy(head(x[idx]), y[idx]), opt, sched)
 
 
 def _prompt_tune(model: TokenViT, cfg: VitConfig, task: str, gen: torch.Generator) -> None:
@@ -210,8 +213,7 @@ def train(cfg: VitConfig) -> tuple[TokenViT, dict[str, dict[str, float]]]:
         _pretrain(model, cfg, gen)
         clock.lap("pretraining")
         model.backbone.requires_grad_(False)
-        for task in TASKS[1:]:
-            _probe(model, cfg, task, gen)
+        _probe(model, cfg, TASKS[1:], gen)
         clock.lap("linear probes")
         for task in TASKS:
             _prompt_tune(model, cfg, task, gen)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -65,6 +66,7 @@ class Bench:
         self.runs: dict[str, LoadResult] = {}
         self.payloads: list[Payload] = []
         self.models_dir: str | None = None
+        self.loadavg: dict[str, float] = {}
         self.t0 = time.perf_counter()
 
     def log(self, msg: str) -> None:
@@ -78,12 +80,14 @@ class Bench:
             self.payloads = payloads_from_model(cfg, models_dir=self.models_dir)
         res = run_load(cfg, self.payloads)
         self.runs[name] = res
+        self.loadavg[name] = os.getloadavg()[0]  # 1-min load average of the shared machine
         write_json(self.a.records / f"{name}.json", res.to_dict())
         s = res.summary
         self.log(f"{name}: {spec.kind} {spec.qps:.1f} qps -> goodput {s.goodput_qps:.1f}/s, "
                  f"attainment {100 * s.slo_attainment:.1f}% (admitted "
                  f"{100 * s.slo_attainment_admitted:.1f}%), acc {s.accuracy_of_satisfied:.3f}, "
-                 f"p50 {s.latency_p50_ms:.0f} ms, errors {s.errors + s.timeouts}")
+                 f"p50 {s.latency_p50_ms:.0f} ms, errors {s.errors + s.timeouts}, "
+                 f"loadavg {self.loadavg[name]:.1f}")
         return s
 
 
@@ -174,6 +178,8 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         series[f"live {run_name}"] = b.runs[run_name].series
         series[f"sim {run_name}"] = timeseries(sim.records, spec.duration_s, b.slo_ms)
     out["runs"] = {n: r.summary for n, r in b.runs.items()}
+    out["loadavg_1min_after_run"] = b.loadavg
+    out["cpu_count"] = os.cpu_count()
     out["sim"] = sims
     out["series"] = series
     out["checks"] = checks(out, a.policy)

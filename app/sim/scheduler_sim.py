@@ -2,11 +2,13 @@
 deadline-ordered queue driven by an unchanged `policies.schedulers` Scheduler object.
 
 - Routing as Ray Serve's default router (PowerOfTwoChoicesRequestRouter, Ray 2.60): two distinct
-  random replicas, the one with fewer ongoing requests (queued + running) wins, ties to the first
-  sampled; replicas at `max_ongoing` do not accept, and a request no replica accepts waits in the
+  random replicas, the one with fewer ongoing requests (calls not fully answered) wins, ties to
+  the first sampled; replicas at `max_ongoing` do not accept, and a request no replica accepts waits in the
   router (FIFO) until one frees a slot. Or plain round-robin.
 - A batch takes the profile's latency for (variant, batch size) at a percentile, or a sample of a
   lognormal fitted to the measured p50 and p95 ("sampled").
+- `job_size` > 1: each arrival is a job of that many items sent in one call to one replica (as
+  POST /v1/jobs); every item's latency is the job's, as the load generator records it.
 - A request reaches its replica `overhead_ms` after it is sent (network, ingress, preprocess);
   its deadline is send time + SLO, and latency is measured from the send time as loadgen does.
 - Like the live replica loop (deployments/replica_loop.py): a full queue (`max_queued_items`)
@@ -19,7 +21,6 @@ Results are `RequestRecord`s summarized by the same code as the live load genera
 from __future__ import annotations
 
 import bisect
-import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,13 +30,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.sim.events import EventKind, EventQueue
+from app.sim.replica_parts import RateWindow, ServiceTimes
 from app.sim.request_metrics import LoadSummary, RequestRecord, summarize
-from policies.profile import PERCENTILES, LatencyModel, Profile, dense_latency_ms
+from policies.profile import PERCENTILES, Profile
 from policies.schedulers.base import PendingItem, Scheduler
 
 ROUTINGS = ("pow2", "round_robin")
 SERVICE_MODES = (*PERCENTILES, "sampled")
-_Z95 = 1.6448536269514722
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class SchedulerSimConfig:
     expire_at_deadline: bool = True
     task: str = "default"
     min_accuracy: float | None = None
+    job_size: int = 1
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -64,6 +66,8 @@ class SchedulerSimConfig:
             raise ValueError(f"unknown service mode {self.service!r}; valid: {list(SERVICE_MODES)}")
         if self.load_scope not in ("replica", "deployment"):
             raise ValueError(f"unknown load scope {self.load_scope!r}")
+        if self.job_size < 1:
+            raise ValueError(f"job size must be >= 1, got {self.job_size}")
 
 
 @dataclass(frozen=True)
@@ -71,53 +75,6 @@ class SimRun:
     records: list[RequestRecord]
     summary: LoadSummary
     batches: list[tuple[float, int, str, int]] = field(default_factory=list)  # t, replica, variant, size
-
-
-class ServiceTimes:
-    """Batch latency (seconds) per variant name and batch size."""
-
-    def __init__(self, profile: Profile, mode: str, max_batch_size: int | None, seed: int) -> None:
-        self.mode = mode
-        pct = "p50" if mode == "sampled" else mode
-        self.model = LatencyModel.from_profile(profile, pct, max_batch_size)
-        self.sigma: dict[str, list[float]] = {}
-        if mode == "sampled":
-            n = self.model.max_batch_size
-            for v in profile.variants:
-                p50 = dense_latency_ms(v.latency, "p50", n)
-                p95 = dense_latency_ms(v.latency, "p95", n)
-                self.sigma[v.variant.name] = [max(0.0, math.log(max(b, a) / a)) / _Z95 if a > 0
-                                              else 0.0 for a, b in zip(p50, p95, strict=True)]
-        self.rng = np.random.default_rng(seed + 7)
-
-    def __call__(self, variant: str, batch_size: int) -> float:
-        median = self.model.latency(self.model.index(variant), batch_size)
-        if self.mode != "sampled":
-            return median
-        sig = self.sigma[variant]
-        s = sig[min(batch_size, len(sig)) - 1]
-        return float(median * math.exp(s * float(self.rng.standard_normal())))
-
-
-class RateWindow:
-    """Arrivals per second over the last `window_s` (as deployments.queueing.RateWindow)."""
-
-    def __init__(self, window_s: float) -> None:
-        self.window_s = window_s
-        self.times: deque[float] = deque()
-        self.started: float | None = None
-
-    def record(self, now_s: float) -> None:
-        if self.started is None:
-            self.started = now_s
-        self.times.append(now_s)
-
-    def qps(self, now_s: float) -> float:
-        while self.times and self.times[0] <= now_s - self.window_s:
-            self.times.popleft()
-        if self.started is None or not self.times:
-            return 0.0
-        return len(self.times) / min(self.window_s, max(now_s - self.started, 0.25))
 
 
 class _Replica:
@@ -129,9 +86,10 @@ class _Replica:
         self.batch_meta: tuple[float, float, str, float] = (0.0, 0.0, "", 0.0)
         self.monitor = RateWindow(window_s)
         self.tick_at: float | None = None
+        self.open_calls = 0  # submit calls (requests or jobs) not fully answered
 
     def ongoing(self) -> int:
-        return len(self.pending) + self.running
+        return self.open_calls
 
 
 def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
@@ -143,7 +101,10 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
     replicas = [_Replica(make_scheduler(k), cfg.load_window_s) for k in range(cfg.replicas)]
     global_monitor = RateWindow(cfg.load_window_s)
     rng = np.random.default_rng(cfg.seed + 1)
-    records: list[RequestRecord | None] = [None] * len(times)
+    size = cfg.job_size
+    records: list[RequestRecord | None] = [None] * (len(times) * size)
+    results: dict[int, tuple[str, dict[str, Any]]] = {}
+    left = [size] * len(times)
     batches: list[tuple[float, int, str, int]] = []
     backlog: deque[int] = deque()
     events = EventQueue()
@@ -152,9 +113,21 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
     rr = [0]
     seq = [0]
 
-    def finish(i: int, outcome: str, now: float, **kw: Any) -> None:
-        records[i] = RequestRecord(index=i, scheduled_s=times[i], sent_s=times[i], outcome=outcome,
-                                   latency_ms=1000.0 * (now - times[i]), status_code=200, **kw)
+    def finish(i: int, outcome: str, now: float, k: int, **kw: Any) -> None:
+        """Item `i` is answered; its call's records are written when the whole call is."""
+        job = i // size
+        results[i] = (outcome, kw)
+        left[job] -= 1
+        if left[job]:
+            return
+        replicas[k].open_calls -= 1
+        t = times[job]
+        for item in range(job * size, (job + 1) * size):
+            out, extra = results.pop(item)
+            records[item] = RequestRecord(index=item, scheduled_s=t, sent_s=t, outcome=out,
+                                          latency_ms=1000.0 * (now - t), status_code=200,
+                                          replica=str(k), job_id=str(job) if size > 1 else None,
+                                          **extra)
 
     def accepts(k: int) -> bool:
         return cfg.max_ongoing is None or replicas[k].ongoing() < cfg.max_ongoing
@@ -176,16 +149,20 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
         a, b = open_[i], open_[j]
         return b if replicas[b].ongoing() < replicas[a].ongoing() else a
 
-    def enqueue(i: int, k: int, now: float) -> None:
+    def enqueue(job: int, k: int, now: float) -> None:
         rep = replicas[k]
-        rep.monitor.record(now)
-        if cfg.max_queued_items is not None and len(rep.pending) >= cfg.max_queued_items:
-            finish(i, "shed", now, replica=str(k))
-            return
-        item = PendingItem(item_id=str(i), arrival_s=times[i], deadline_s=times[i] + slo_s,
-                           task=cfg.task, min_accuracy=cfg.min_accuracy)
-        bisect.insort(rep.pending, (item.deadline_s, seq[0], item))
-        seq[0] += 1
+        rep.open_calls += 1
+        for i in range(job * size, (job + 1) * size):
+            rep.monitor.record(now)
+            if cfg.max_queued_items is not None and len(rep.pending) >= cfg.max_queued_items:
+                finish(i, "shed", now, k)
+                continue
+            item = PendingItem(item_id=str(i), arrival_s=times[job],
+                               deadline_s=times[job] + slo_s, task=cfg.task,
+                               min_accuracy=cfg.min_accuracy,
+                               job_id=str(job) if size > 1 else None, job_size=size)
+            bisect.insort(rep.pending, (item.deadline_s, seq[0], item))
+            seq[0] += 1
         if rep.running == 0:
             step(k, now)
 
@@ -202,7 +179,7 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
             if cfg.expire_at_deadline:
                 late = [e for e in rep.pending if e[0] <= now]
                 for _, _, p in late:
-                    finish(int(p.item_id), "deadline_exceeded", now, replica=str(k))
+                    finish(int(p.item_id), "deadline_exceeded", now, k)
                 if late:
                     rep.pending = rep.pending[len(late):]
                     continue
@@ -212,7 +189,7 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
             for d in decision.drops:
                 if d.item_id not in removed and any(p.item_id == d.item_id for _, _, p in rep.pending):
                     removed.add(d.item_id)
-                    finish(int(d.item_id), d.reason.value, now, replica=str(k))
+                    finish(int(d.item_id), d.reason.value, now, k)
             plan = decision.run
             if plan is not None:
                 ids = [x for x in plan.item_ids if x not in removed]
@@ -236,12 +213,11 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
     def batch_done(k: int, now: float) -> None:
         rep = replicas[k]
         start, dur, variant, acc = rep.batch_meta
-        for i in rep.batch:
-            finish(i, "ok", now, variant=variant, batch_size=len(rep.batch),
-                   queue_ms=1000.0 * (start - times[i] - overhead_s), compute_ms=1000.0 * dur,
-                   expected_accuracy=acc, replica=str(k))
-        rep.batch = []
-        rep.running = 0
+        batch, rep.batch, rep.running = rep.batch, [], 0
+        for i in batch:
+            finish(i, "ok", now, k, variant=variant, batch_size=len(batch),
+                   queue_ms=1000.0 * (start - times[i // size] - overhead_s),
+                   compute_ms=1000.0 * dur, expected_accuracy=acc)
         step(k, now)
 
     if times:
@@ -260,14 +236,15 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
             i = payload
             if i + 1 < len(times):
                 events.push(times[i + 1] + overhead_s, EventKind.ARRIVAL, i + 1)
-            global_monitor.record(now)
+            for _ in range(size):
+                global_monitor.record(now)
             k = route() if not backlog else None
             if k is None:
                 backlog.append(i)
             else:
                 enqueue(i, k, now)
-    done = [r if r is not None else RequestRecord(index=i, scheduled_s=times[i],
-                                                  sent_s=times[i], outcome="timeout",
+    done = [r if r is not None else RequestRecord(index=i, scheduled_s=times[i // size],
+                                                  sent_s=times[i // size], outcome="timeout",
                                                   error="never answered")
             for i, r in enumerate(records)]
     return SimRun(done, summarize(done, duration_s, cfg.slo_ms), batches)

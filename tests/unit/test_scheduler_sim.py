@@ -134,3 +134,14 @@ class _NeverDrops(Scheduler):
     def decide(self, pending: tuple[PendingItem, ...], now_s: float,
                load_qps: float) -> SchedulerDecision:
         return SchedulerDecision(run=BatchPlan(self.variant, (pending[0].item_id,), 0.9))
+
+
+def test_jobs_share_a_replica_and_report_the_job_latency() -> None:
+    cfg = SchedulerSimConfig(replicas=2, slo_ms=1000.0, job_size=4)
+    run = _run([0.0, 0.5], cfg)
+    assert [r.index for r in run.records] == list(range(8))
+    first = run.records[:4]
+    assert {r.job_id for r in first} == {"0"} and len({r.replica for r in first}) == 1
+    # The whole job is queued before the replica decides: one batch of four (70 ms).
+    assert all(r.latency_ms == pytest.approx(70.0) and r.batch_size == 4 for r in first)
+    assert run.summary.ok == 8

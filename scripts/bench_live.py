@@ -45,6 +45,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--duration-s", type=float, default=60.0, help="each 2x-load run")
     p.add_argument("--ramp-s", type=float, default=20.0, help="each capacity ramp step")
     p.add_argument("--ramp", default="0.7,1.0,1.3", help="ramp steps, x profile capacity")
+    p.add_argument("--job-size", type=int, default=1,
+                   help="items per request of the ramp and 2x runs (>1: POST /v1/jobs)")
     p.add_argument("--light-qps", type=float, default=4.0)
     p.add_argument("--light-s", type=float, default=30.0)
     p.add_argument("--sim-service", default="sampled", help="p50|p95|mean|sampled")
@@ -64,7 +66,7 @@ class Bench:
         self.k = int(a.replicas or fam.get("num_replicas", 1))
         self.slo_ms = float(a.slo_ms or fam.get("default_slo_ms", 200.0))
         self.runs: dict[str, LoadResult] = {}
-        self.payloads: list[Payload] = []
+        self.payloads: dict[int, list[Payload]] = {}
         self.models_dir: str | None = None
         self.loadavg: dict[str, float] = {}
         self.t0 = time.perf_counter()
@@ -72,18 +74,18 @@ class Bench:
     def log(self, msg: str) -> None:
         print(f"[{time.perf_counter() - self.t0:6.0f} s] {msg}", flush=True)
 
-    def load(self, name: str, url: str, spec: TraceSpec) -> LoadSummary:
+    def load(self, name: str, url: str, spec: TraceSpec, job_size: int = 1) -> LoadSummary:
         cfg = LoadgenConfig(url=url, model=self.a.family, trace=spec, slo_ms=self.slo_ms,
-                            timeout_s=max(10.0, 0.02 * self.slo_ms))
-        if not self.payloads:
+                            timeout_s=max(10.0, 0.02 * self.slo_ms), job_size=job_size)
+        if job_size not in self.payloads:
             from app.loadgen import payloads_from_model
-            self.payloads = payloads_from_model(cfg, models_dir=self.models_dir)
-        res = run_load(cfg, self.payloads)
+            self.payloads[job_size] = payloads_from_model(cfg, models_dir=self.models_dir)
+        res = run_load(cfg, self.payloads[job_size])
         self.runs[name] = res
         self.loadavg[name] = os.getloadavg()[0]  # 1-min load average of the shared machine
         write_json(self.a.records / f"{name}.json", res.to_dict())
         s = res.summary
-        self.log(f"{name}: {spec.kind} {spec.qps:.1f} qps -> goodput {s.goodput_qps:.1f}/s, "
+        self.log(f"{name}: {spec.kind} {spec.qps:.1f} calls/s x {job_size} -> goodput {s.goodput_qps:.1f}/s, "
                  f"attainment {100 * s.slo_attainment:.1f}% (admitted "
                  f"{100 * s.slo_attainment_admitted:.1f}%), acc {s.accuracy_of_satisfied:.3f}, "
                  f"p50 {s.latency_p50_ms:.0f} ms, errors {s.errors + s.timeouts}, "
@@ -99,7 +101,8 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
 
     b = Bench(a)
     out: dict[str, Any] = {"command": " ".join(sys.argv), "family": a.family, "k": b.k,
-                           "slo_ms": b.slo_ms, "trace": a.trace, "seed": a.seed}
+                           "slo_ms": b.slo_ms, "trace": a.trace, "seed": a.seed,
+                           "job_size": a.job_size}
     lb.start_ray(a.port, a.num_cpus)
     try:
         # 1. default app + bare graph: overhead and memory
@@ -143,19 +146,21 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         ramp = []
         for f in (float(x) for x in a.ramp.split(",")):
             s = b.load(f"ramp_{f:g}x", b.base,
-                       TraceSpec("poisson", f * est.qps, a.ramp_s, seed=a.seed))
+                       TraceSpec("poisson", f * est.qps / a.job_size, a.ramp_s, seed=a.seed),
+                       a.job_size)
             ramp.append({"factor": f, "offered_qps": s.offered_qps, "goodput_qps": s.goodput_qps,
                          "attainment": s.slo_attainment})
         live_cap = max(r["goodput_qps"] for r in ramp)
         out["capacity"] = {"profile": est.__dict__, "ramp": ramp, "live_qps": live_cap}
 
         # 3. 2x capacity: static vs adaptive, same trace and seed
-        spec = TraceSpec(a.trace, 2 * live_cap, a.duration_s, seed=a.seed)
-        b.load("static_2x", b.base, spec)
+        spec = TraceSpec(a.trace, 2 * live_cap / a.job_size, a.duration_s, seed=a.seed)
+        b.load("static_2x", b.base, spec, a.job_size)
         adapt_args = lb.with_classifier(b.args, a.family, policy=a.policy, num_replicas=b.k)
         out["deploy_adaptive_s"] = lb.deploy_app(adapt_args, b.base)
-        b.load("warmup_adaptive", b.base, TraceSpec("poisson", live_cap, 5.0, seed=a.seed + 1))
-        b.load(f"{a.policy}_2x", b.base, spec)
+        b.load("warmup_adaptive", b.base,
+               TraceSpec("poisson", live_cap / a.job_size, 5.0, seed=a.seed + 1), a.job_size)
+        b.load(f"{a.policy}_2x", b.base, spec, a.job_size)
     finally:
         lb.stop_ray()
 
@@ -170,7 +175,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
             replicas=b.k, slo_ms=b.slo_ms, routing="pow2", service=a.sim_service,
             max_batch_size=c.max_batch_size, overhead_ms=app_light.overhead_p50_ms,
             load_window_s=cfg.controller.window_s, max_ongoing=max(2 * c.max_queued_items, 64),
-            max_queued_items=c.max_queued_items, task=task, seed=a.seed)
+            max_queued_items=c.max_queued_items, task=task, job_size=a.job_size, seed=a.seed)
         sim = simulate(profile, lambda _k, c=c, plan=plan: build_task_policy(c, profile,
                                                                                 plan).scheduler,
                        arrivals, spec.duration_s, sim_cfg)

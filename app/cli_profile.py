@@ -22,7 +22,7 @@ def _point(profile_points: tuple[LatencyPoint, ...], batch_size: int) -> Latency
 def profile_table(profiles: list[Profile], batch_sizes: tuple[int, int] = (1, 16)) -> str:
     """Variant, accuracy and p50/p95 ms at two batch sizes, one block per profile."""
     b1, b2 = batch_sizes
-    header = (f"{'profile':<22}{'variant':<22}{'accuracy':>9}"
+    header = (f"{'profile':<16}{'variant':<26}{'accuracy':>9}"
               f"{f'p50@{b1}':>10}{f'p95@{b1}':>10}{f'p50@{b2}':>10}{f'p95@{b2}':>10}")
     lines = [header]
     for prof in profiles:
@@ -31,7 +31,7 @@ def profile_table(profiles: list[Profile], batch_sizes: tuple[int, int] = (1, 16
             for b in (b1, b2):
                 p = _point(vp.latency, b)
                 cells += [f"{p.p50_ms:10.2f}", f"{p.p95_ms:10.2f}"] if p else [f"{'-':>10}"] * 2
-            lines.append(f"{prof.name:<22}{vp.variant.name:<22}{vp.accuracy:9.4f}{''.join(cells)}")
+            lines.append(f"{prof.name:<16}{vp.variant.name:<26}{vp.accuracy:9.4f}{''.join(cells)}")
     return "\n".join(lines)
 
 

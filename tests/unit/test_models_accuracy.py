@@ -1,0 +1,81 @@
+"""Held-out accuracy of the trained families (through the wire path: examples -> decode -> run).
+
+Loads the cached weights from `.cache/models` (trains them first when missing or stale: about
+4 minutes on 2 cores, `python -m deployments.models.train`), hence `slow`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from deployments.models.base import ServableModel
+from deployments.models.registry import load_model, read_metadata
+
+CACHE = Path(__file__).resolve().parents[2] / ".cache" / "models"
+LIMIT = 300
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def models() -> dict[str, ServableModel]:
+    torch.set_num_threads(1)
+    return {name: load_model(name, cache_dir=CACHE) for name in ("vit", "fusion", "family")}
+
+
+def wire_accuracy(model: ServableModel, task: str, limit: int | None = LIMIT) -> dict[str, float]:
+    examples = model.examples("test", task, limit=limit)
+    items = [model.decode(e.inputs, task) for e in examples]
+    out = {}
+    for variant in model.variants():
+        preds = [p for i in range(0, len(items), 64)
+                 for p in model.run(variant, task, items[i:i + 64])]
+        out[variant.name] = sum(p.label == e.label for p, e in zip(preds, examples, strict=True))
+        out[variant.name] /= len(examples)
+    return out
+
+
+def test_vit_accuracy(models: dict[str, ServableModel]) -> None:
+    floors = {"digits": 0.75, "parity": 0.8, "loops": 0.8}
+    for task, floor in floors.items():
+        acc = wire_accuracy(models["vit"], task)
+        assert min(acc.values()) > floor, (task, acc)
+
+
+def test_fusion_accuracy(models: dict[str, ServableModel]) -> None:
+    meta = read_metadata("fusion", CACHE)
+    assert meta is not None
+    acc = meta["test_accuracy"]["digits"]  # the full test split
+    full = acc["fusion/image+audio+text"]
+    assert full > 0.7
+    for name, value in acc.items():
+        assert value > 0.2, name  # every subset is well above chance (0.1)
+        if name.count("+") == 0:
+            assert full > value + 0.03, name  # all three beat any single modality
+    # the most expensive modality (audio) is not the most informative one
+    assert acc["fusion/audio"] < acc["fusion/image"]
+    wired = wire_accuracy(models["fusion"], "digits", limit=200)
+    assert wired["fusion/image+audio+text"] > 0.65
+
+
+def test_family_pareto(models: dict[str, ServableModel]) -> None:
+    meta = read_metadata("family", CACHE)
+    assert meta is not None
+    acc = meta["test_accuracy"]["digits"]
+    names = [v.name for v in models["family"].variants()]  # ordered by size
+    values = [acc[n] for n in names]
+    assert values == sorted(values) and len(set(values)) == len(values), acc
+    assert values[-1] > 0.85
+    wired = wire_accuracy(models["family"], "digits")
+    assert wired[names[-1]] > wired[names[0]] + 0.15
+
+
+def test_metadata_matches_wire_accuracy(models: dict[str, ServableModel]) -> None:
+    meta = read_metadata("vit", CACHE)
+    assert meta is not None
+    full = wire_accuracy(models["vit"], "digits", limit=None)
+    for name, value in meta["test_accuracy"]["digits"].items():
+        assert abs(full[name] - value) < 1e-6, name  # same predictions (1 item = 1e-3)

@@ -1,0 +1,102 @@
+"""Registry and training: unknown names, caching (safetensors + JSON), staleness, determinism."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from deployments.models import family, fusion, registry, train, vit_tokens
+from deployments.models.data import DataConfig
+
+TINY_DATA = DataConfig(test_views=1, val_views=1)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def tiny_family() -> family.FamilyConfig:
+    return family.FamilyConfig(data=TINY_DATA, epochs=1)
+
+
+def test_unknown_name_lists_valid_names(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="fusion") as err:
+        registry.load_model("resnet", cache_dir=tmp_path)
+    assert all(name in str(err.value) for name in ("vit", "family", "fusion"))
+    assert registry.family_names() == ("vit", "fusion", "family")
+
+
+def test_train_caches_and_load_reuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = dataclasses.replace(train.SPECS["family"], config=tiny_family)
+    monkeypatch.setitem(train.SPECS, "family", spec)
+    model = registry.load_model("family", cache_dir=tmp_path)
+    weights, meta_path = train.cache_paths("family", tmp_path)
+    assert weights.is_file() and meta_path.is_file()
+    assert not list(tmp_path.glob("*.pt")) and not list(tmp_path.glob("*.pkl"))
+    meta = json.loads(meta_path.read_text())
+    assert meta["config_hash"] == train.config_hash(tiny_family())
+    assert set(meta["test_accuracy"]["digits"]) == {v.name for v in model.variants()}
+    assert set(load_file(str(weights))) == set(model.model.state_dict())
+
+    def fail(cfg: object) -> None:
+        raise AssertionError("should load from the cache, not train")
+
+    monkeypatch.setitem(train.SPECS, "family", dataclasses.replace(spec, train=fail))
+    again = registry.load_model("family", cache_dir=tmp_path)
+    ex = again.examples("test", "digits", limit=4)
+    items = [again.decode(e.inputs, "digits") for e in ex]
+    v = again.variants()[-1]
+    assert again.run(v, "digits", items) == model.run(v, "digits", items)
+
+    # a changed config makes the cache stale -> retrain
+    changed = dataclasses.replace(spec, train=fail,
+                                  config=lambda: dataclasses.replace(tiny_family(), lr=1e-3))
+    monkeypatch.setitem(train.SPECS, "family", changed)
+    with pytest.raises(AssertionError, match="not train"):
+        registry.load_model("family", cache_dir=tmp_path)
+
+
+def test_config_hash_tracks_every_field() -> None:
+    base = train.config_hash(vit_tokens.VitConfig())
+    assert base == train.config_hash(vit_tokens.VitConfig())
+    assert base != train.config_hash(vit_tokens.VitConfig(depth=5))
+    assert base != train.config_hash(vit_tokens.VitConfig(data=DataConfig(noise_std=0.2)))
+
+
+def test_family_training_is_deterministic() -> None:
+    a, acc_a = family.train(tiny_family())
+    b, acc_b = family.train(tiny_family())
+    assert train.weights_digest(a) == train.weights_digest(b)
+    assert acc_a == acc_b
+
+
+def test_vit_training_is_deterministic() -> None:
+    cfg = vit_tokens.VitConfig(data=TINY_DATA, embed_dim=16, depth=2, heads=2, stem_channels=8,
+                               gammas=(-2, 0, 2), pretrain_epochs=1, probe_epochs=1,
+                               prompt_epochs=1)
+    a, acc_a = vit_tokens.train(cfg)
+    b, acc_b = vit_tokens.train(cfg)
+    assert train.weights_digest(a) == train.weights_digest(b)
+    assert acc_a == acc_b and set(acc_a) == {"digits", "parity", "loops"}
+
+
+def test_fusion_training_is_deterministic() -> None:
+    cfg = fusion.FusionConfig(embed_dim=16, depth=1, heads=2, stem_channels=4, epochs=1)
+    a, _ = fusion.train(cfg)
+    b, _ = fusion.train(cfg)
+    assert train.weights_digest(a) == train.weights_digest(b)
+
+
+def test_training_leaves_global_state_alone() -> None:
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    family.train(dataclasses.replace(tiny_family(), epochs=0))
+    assert torch.equal(torch.rand(3), expected)
+    assert not torch.are_deterministic_algorithms_enabled()

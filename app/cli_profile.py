@@ -59,7 +59,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
         settings = PlanSettings(slo_s=args.slo_ms / 1000, num_workers=args.workers,
                                 percentile=args.percentile, max_batch_size=args.plan_max_batch)
-        plans = ensure_plans(paths, args.plans_dir, settings, force=args.force)
+        kinds = _csv(args.plan_kinds) if args.plan_kinds else None
+        plans = ensure_plans(paths, args.plans_dir, settings, kinds, force=args.force)
         print(f"{len(plans)} plans (SLO {args.slo_ms:g} ms, {args.workers} workers):")
         for name, path in plans.items():
             print(f"  {name}: {path}")
@@ -90,5 +91,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=1, help="replicas the plans are built for")
     p.add_argument("--percentile", default="p95", choices=["mean", "p50", "p95", "p99"])
     p.add_argument("--plan-max-batch", type=int, default=8, help="largest batch a replica runs")
+    p.add_argument("--plan-kinds", default=None,
+                   help="comma list of ramsis,jellyfish,mosel,otas (default: all a profile fits)")
     p.set_defaults(func=cmd_profile)
     return p

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,17 @@ def registry_loader(name: str, models_dir: Path) -> ServableModel:
     return model
 
 
+def registry_metadata(name: str, models_dir: Path) -> dict[str, Any]:
+    """The registry's `config_hash` and `weights_digest` of a cached family (traceability;
+    staleness itself is decided by `model_fingerprint`). Empty when unavailable or when the
+    registry was never imported (a model from another loader: importing it costs seconds)."""
+    registry = sys.modules.get("deployments.models.registry")
+    if registry is None:
+        return {}
+    meta = registry.read_metadata(name, Path(models_dir)) or {}
+    return {f"model_{k}": meta[k] for k in ("config_hash", "weights_digest") if k in meta}
+
+
 def _tasks_for(model: ServableModel, tasks: Sequence[str] | None) -> list[str]:
     available = list(model.tasks())
     if tasks is None:
@@ -138,6 +150,7 @@ def ensure_profiles(models: Sequence[str], models_dir: Path = DEFAULT_MODELS_DIR
     for model_name in models:
         model = load(model_name, Path(models_dir))
         weights_hash = model_fingerprint(model)
+        extra = {"weights_hash": weights_hash, **registry_metadata(model_name, Path(models_dir))}
         for task in _tasks_for(model, tasks):
             name = profile_name(model_name, task)
             path = profile_path(profiles_dir, name)
@@ -148,7 +161,7 @@ def ensure_profiles(models: Sequence[str], models_dir: Path = DEFAULT_MODELS_DIR
                 log.info("profiling %s (%s)", name, reason)
                 profile = profile_model(model, task, batch_sizes, threads=threads,
                                         progress=progress, name=model_name,
-                                        extra_metadata={"weights_hash": weights_hash},
+                                        extra_metadata=extra,
                                         **measure)
                 write_profile(profile, path)
             paths[name] = path

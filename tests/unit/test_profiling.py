@@ -180,13 +180,14 @@ def test_cli_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(artifacts, "registry_loader", lambda _n, _d: TinyModel())
     rc = main(["profile", "--models", "tiny", "--tasks", "default", "--batch-sizes", "1,2",
                "--out", str(tmp_path), "--repeats", "3", "--min-time-s", "0", "--warmup", "1",
-               "--plans", "--plans-dir", str(tmp_path / "plans"), "--plan-max-batch", "2"])
+               "--plans", "--plans-dir", str(tmp_path / "plans"), "--plan-max-batch", "2",
+               "--plan-kinds", "jellyfish,otas"])
     out = capsys.readouterr().out
     assert rc == 0
     assert (tmp_path / "tiny.default.json").exists()
     assert "oracle" in out and "0.7500" in out and "p95@2" in out
-    assert (tmp_path / "plans" / "tiny.default.ramsis.json").exists()
     assert (tmp_path / "plans" / "tiny.default.jellyfish.json").exists()
+    assert not (tmp_path / "plans" / "tiny.default.ramsis.json").exists()  # not asked for
 
 
 @pytest.mark.slow

@@ -4,10 +4,11 @@
 
 Phases on a private local Ray/Serve (HTTP port --port), all with `app/loadgen.py`:
  1. default app (serve_config.yaml as is) + the bare graph (app/bare.py, same family, its most
-    accurate variant): light-load overhead p50 (latency - compute), app vs bare (c);
-    RSS of every replica process of the default app (d);
+    accurate variant), both driven at the same time at light load: overhead p50
+    (latency - compute), app vs bare (c); RSS of every replica process of the default app (d);
  2. the family on the most accurate static configuration, K replicas: capacity from the
-    profile, confirmed live by a short ramp (capacity = the best goodput seen) (a);
+    profile, and live: a geometric ramp until SLO attainment drops below 90%; capacity = the
+    best goodput seen (a);
  3. 2x that capacity, same trace and seed: static, then the adaptive policy (a);
  4. the scheduler simulator on the same profile, plan files, trace and seed (b).
 """
@@ -43,8 +44,10 @@ def parse() -> argparse.Namespace:
     p.add_argument("--trace", default="poisson", choices=["poisson", "twitter", "constant"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--duration-s", type=float, default=60.0, help="each 2x-load run")
-    p.add_argument("--ramp-s", type=float, default=20.0, help="each capacity ramp step")
-    p.add_argument("--ramp", default="0.7,1.0,1.3", help="ramp steps, x profile capacity")
+    p.add_argument("--ramp-s", type=float, default=15.0, help="each capacity ramp step")
+    p.add_argument("--ramp-start", type=float, default=10.0, help="first ramp rate, items/s")
+    p.add_argument("--ramp-factor", type=float, default=1.5)
+    p.add_argument("--ramp-steps", type=int, default=8)
     p.add_argument("--job-size", type=int, default=1,
                    help="items per request of the ramp and 2x runs (>1: POST /v1/jobs)")
     p.add_argument("--light-qps", type=float, default=4.0)
@@ -75,22 +78,52 @@ class Bench:
         print(f"[{time.perf_counter() - self.t0:6.0f} s] {msg}", flush=True)
 
     def load(self, name: str, url: str, spec: TraceSpec, job_size: int = 1) -> LoadSummary:
-        cfg = LoadgenConfig(url=url, model=self.a.family, trace=spec, slo_ms=self.slo_ms,
-                            timeout_s=max(10.0, 0.02 * self.slo_ms), job_size=job_size)
-        if job_size not in self.payloads:
-            from app.loadgen import payloads_from_model
-            self.payloads[job_size] = payloads_from_model(cfg, models_dir=self.models_dir)
-        res = run_load(cfg, self.payloads[job_size])
-        self.runs[name] = res
-        self.loadavg[name] = os.getloadavg()[0]  # 1-min load average of the shared machine
-        write_json(self.a.records / f"{name}.json", res.to_dict())
-        s = res.summary
-        self.log(f"{name}: {spec.kind} {spec.qps:.1f} calls/s x {job_size} -> goodput {s.goodput_qps:.1f}/s, "
-                 f"attainment {100 * s.slo_attainment:.1f}% (admitted "
-                 f"{100 * s.slo_attainment_admitted:.1f}%), acc {s.accuracy_of_satisfied:.3f}, "
-                 f"p50 {s.latency_p50_ms:.0f} ms, errors {s.errors + s.timeouts}, "
-                 f"loadavg {self.loadavg[name]:.1f}")
-        return s
+        return self.load_together([(name, url, spec, job_size)])[0]
+
+    def load_together(self, runs: list[tuple[str, str, TraceSpec, int]]) -> list[LoadSummary]:
+        """Run the load generators at the same time (one thread each), so that the runs see
+        the same state of the shared machine."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from app.loadgen import payloads_from_model
+
+        cfgs = []
+        for _, url, spec, job in runs:
+            cfg = LoadgenConfig(url=url, model=self.a.family, trace=spec, slo_ms=self.slo_ms,
+                                timeout_s=max(10.0, 0.02 * self.slo_ms), job_size=job)
+            if job not in self.payloads:
+                self.payloads[job] = payloads_from_model(cfg, models_dir=self.models_dir)
+            cfgs.append(cfg)
+        with ThreadPoolExecutor(len(cfgs)) as pool:
+            results = list(pool.map(lambda c: run_load(c, self.payloads[c.job_size]), cfgs))
+        out = []
+        for (name, _, spec, job), res in zip(runs, results, strict=True):
+            self.runs[name] = res
+            self.loadavg[name] = os.getloadavg()[0]  # 1-min load average of the shared machine
+            write_json(self.a.records / f"{name}.json", res.to_dict())
+            s = res.summary
+            self.log(f"{name}: {spec.kind} {spec.qps:.1f} calls/s x {job} -> goodput "
+                     f"{s.goodput_qps:.1f}/s, attainment {100 * s.slo_attainment:.1f}% (admitted "
+                     f"{100 * s.slo_attainment_admitted:.1f}%), acc {s.accuracy_of_satisfied:.3f}, "
+                     f"p50 {s.latency_p50_ms:.0f} ms, errors {s.errors + s.timeouts}, "
+                     f"loadavg {self.loadavg[name]:.1f}")
+            out.append(s)
+        return out
+
+    def ramp(self, limit_qps: float) -> list[dict[str, float]]:
+        """Offered item rate from --ramp-start, times --ramp-factor per step, until SLO
+        attainment falls below 90% (or the rate passes 1.3x the profile's capacity)."""
+        a, rate, steps = self.a, self.a.ramp_start, []
+        for i in range(a.ramp_steps):
+            s = self.load(f"ramp_{i}", self.base,
+                          TraceSpec("poisson", rate / a.job_size, a.ramp_s, seed=a.seed),
+                          a.job_size)
+            steps.append({"offered_qps": s.offered_qps, "goodput_qps": s.goodput_qps,
+                          "attainment": s.slo_attainment})
+            rate *= a.ramp_factor
+            if s.slo_attainment < 0.9 or rate > 1.3 * limit_qps:
+                break
+        return steps
 
 
 def run(a: argparse.Namespace) -> dict[str, Any]:
@@ -121,9 +154,10 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
             ccfg.max_batch_size, ccfg.ray_actor_options, best.accuracy)
         b.log(f"deployed default app + bare ({best.variant.name}); task {task}, K={b.k}, "
               f"SLO {b.slo_ms:g} ms")
-        light = TraceSpec("poisson", a.light_qps, a.light_s, seed=a.seed)
-        app_light = b.load("light_app", b.base, light)
-        bare_light = b.load("light_bare", f"{b.base}/{lb.BARE_NAME}", light)
+        app_light, bare_light = b.load_together([
+            ("light_app", b.base, TraceSpec("poisson", a.light_qps, a.light_s, seed=a.seed), 1),
+            ("light_bare", f"{b.base}/{lb.BARE_NAME}",
+             TraceSpec("poisson", a.light_qps, a.light_s, seed=a.seed + 1), 1)])
         mem = lb.serve_memory()
         replicas = lb.app_replicas(mem)
         out["memory"] = {"replicas": [m.__dict__ for m in replicas],
@@ -143,15 +177,10 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         out["deploy_static_s"] = lb.deploy_app(static_args, b.base)
         est = lb.profile_capacity(profile, best.variant.name, b.slo_ms, ccfg.percentile,
                                   ccfg.max_batch_size, b.k)
-        ramp = []
-        for f in (float(x) for x in a.ramp.split(",")):
-            s = b.load(f"ramp_{f:g}x", b.base,
-                       TraceSpec("poisson", f * est.qps / a.job_size, a.ramp_s, seed=a.seed),
-                       a.job_size)
-            ramp.append({"factor": f, "offered_qps": s.offered_qps, "goodput_qps": s.goodput_qps,
-                         "attainment": s.slo_attainment})
-        live_cap = max(r["goodput_qps"] for r in ramp)
-        out["capacity"] = {"profile": est.__dict__, "ramp": ramp, "live_qps": live_cap}
+        # The profile only knows the model; the serving stack may saturate first.
+        steps = b.ramp(est.qps)
+        live_cap = max(r["goodput_qps"] for r in steps)
+        out["capacity"] = {"profile": est.__dict__, "ramp": steps, "live_qps": live_cap}
 
         # 3. 2x capacity: static vs adaptive, same trace and seed
         spec = TraceSpec(a.trace, 2 * live_cap / a.job_size, a.duration_s, seed=a.seed)
@@ -235,7 +264,8 @@ def report(out: dict[str, Any]) -> str:
     lines.append(f"overhead p50 (latency - compute): app {o['app_p50_ms']:.1f} ms, bare "
                  f"{o['bare_p50_ms']:.1f} ms, ratio {o['ratio']:.2f}")
     lines.append(f"capacity: profile {c['profile']['qps']:.1f} qps (b={c['profile']['batch_size']}"
-                 f"), live {c['live_qps']:.1f} qps")
+                 f"), live (best ramp goodput) {c['live_qps']:.1f} qps; ramp " + ", ".join(
+                     f"{r['offered_qps']:.0f}->{r['goodput_qps']:.0f}" for r in c["ramp"]))
     lines.append(f"{'simulator vs live':<18}{'acc live':>10}{'acc sim':>9}{'viol live %':>13}"
                  f"{'viol sim %':>12}")
     for name, f in out["checks"]["fidelity"].items():

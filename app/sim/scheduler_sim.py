@@ -11,6 +11,10 @@ deadline-ordered queue driven by an unchanged `policies.schedulers` Scheduler ob
   POST /v1/jobs); every item's latency is the job's, as the load generator records it.
 - A request reaches its replica `overhead_ms` after it is sent (network, ingress, preprocess);
   its deadline is send time + SLO, and latency is measured from the send time as loadgen does.
+- Optionally the serving stack in front of the replicas (proxy, ingress, preprocess: CPU work per
+  call) as a FIFO stage of `front_servers` servers taking `front_ms_per_call` +
+  `front_ms_per_item` x items per call; a call leaving it after its deadline is answered
+  deadline_exceeded at the replica, as the live replica loop does.
 - Like the live replica loop (deployments/replica_loop.py): a full queue (`max_queued_items`)
   sheds the newcomer, items whose deadline has passed are answered deadline_exceeded before each
   decision (`expire_at_deadline`), and the load passed to `decide` is the replica's arrival rate
@@ -21,6 +25,7 @@ Results are `RequestRecord`s summarized by the same code as the live load genera
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,6 +60,9 @@ class SchedulerSimConfig:
     task: str = "default"
     min_accuracy: float | None = None
     job_size: int = 1
+    front_ms_per_call: float = 0.0
+    front_ms_per_item: float = 0.0
+    front_servers: int = 1
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -68,6 +76,13 @@ class SchedulerSimConfig:
             raise ValueError(f"unknown load scope {self.load_scope!r}")
         if self.job_size < 1:
             raise ValueError(f"job size must be >= 1, got {self.job_size}")
+        if self.front_servers < 1:
+            raise ValueError(f"need at least one front server, got {self.front_servers}")
+
+    @property
+    def front_s(self) -> float:
+        """Front-stage service time of one call (0: no front stage)."""
+        return (self.front_ms_per_call + self.front_ms_per_item * self.job_size) / 1000.0
 
 
 @dataclass(frozen=True)
@@ -112,6 +127,8 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
     slo_s = cfg.slo_ms / 1000.0
     rr = [0]
     seq = [0]
+    front_s = cfg.front_s
+    front_free = [0.0] * cfg.front_servers  # heap of the times each front server frees up
 
     def finish(i: int, outcome: str, now: float, k: int, **kw: Any) -> None:
         """Item `i` is answered; its call's records are written when the whole call is."""
@@ -154,6 +171,9 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
         rep.open_calls += 1
         for i in range(job * size, (job + 1) * size):
             rep.monitor.record(now)
+            if times[job] + slo_s <= now:
+                finish(i, "deadline_exceeded", now, k)
+                continue
             if cfg.max_queued_items is not None and len(rep.pending) >= cfg.max_queued_items:
                 finish(i, "shed", now, k)
                 continue
@@ -232,9 +252,16 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
                 rep.tick_at = None
                 if rep.running == 0:
                     step(payload, now)
-        else:
+        elif payload >= 0 and front_s > 0:  # a call enters the front stage
             i = payload
             if i + 1 < len(times):
+                events.push(times[i + 1] + overhead_s, EventKind.ARRIVAL, i + 1)
+            start = max(now, heapq.heappop(front_free))
+            heapq.heappush(front_free, start + front_s)
+            events.push(start + front_s, EventKind.ARRIVAL, -(i + 1))
+        else:  # a call reaches the router (payload -(i + 1): it left the front stage)
+            i = payload if payload >= 0 else -payload - 1
+            if payload >= 0 and i + 1 < len(times):
                 events.push(times[i + 1] + overhead_s, EventKind.ARRIVAL, i + 1)
             for _ in range(size):
                 global_monitor.record(now)

@@ -145,3 +145,14 @@ def test_jobs_share_a_replica_and_report_the_job_latency() -> None:
     # The whole job is queued before the replica decides: one batch of four (70 ms).
     assert all(r.latency_ms == pytest.approx(70.0) and r.batch_size == 4 for r in first)
     assert run.summary.ok == 8
+
+
+def test_front_stage_queues_calls_before_the_replicas() -> None:
+    cfg = SchedulerSimConfig(replicas=1, slo_ms=1000.0, front_ms_per_call=10.0)
+    run = _run([0.0, 0.0, 0.0], cfg)
+    # Calls leave the front at 10, 20, 30 ms; the first runs alone (10 -> 50 ms), the other two
+    # then run together (50 -> 100 ms).
+    assert [r.latency_ms for r in run.records] == pytest.approx([50.0, 100.0, 100.0])
+    late = _run([0.0], SchedulerSimConfig(replicas=1, slo_ms=25.0, front_ms_per_call=30.0))
+    assert late.records[0].outcome == "deadline_exceeded"
+    assert late.records[0].latency_ms == pytest.approx(30.0)

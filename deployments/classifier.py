@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,19 @@ def load_profiles(cfg: ClassifierConfig, tasks: tuple[str, ...],
     return {t: load_profile(profile_file(profiles_dir, cfg.name, t)) for t in wanted}
 
 
+def warm_up(model: Any, tasks: tuple[str, ...],
+            run_batch: Callable[[Variant, str, list[dict[str, Any]]], list[Any]]) -> None:
+    """Run every variant once on a held-out item, so the first request does not pay torch's
+    lazy initialisation (it can cost tens of ms, more than a tight SLO)."""
+    try:
+        for task in tasks:
+            item = model.decode(model.examples("val", task, limit=1)[0].inputs, task)
+            for variant in model.variants():
+                run_batch(variant, task, [item])
+    except Exception:  # warm-up is an optimisation; serving must not depend on it
+        log.warning("warm-up failed", exc_info=True)
+
+
 def replica_id() -> str:
     try:
         return serve.get_replica_context().replica_tag
@@ -73,6 +87,7 @@ class Classifier:
         self.profiles = load_profiles(self.cfg, tuple(self.model.tasks()), self.paths.profiles_dir)
         self.policies: dict[str, TaskPolicy] = build_policies(self.cfg, self.profiles,
                                                               self.paths.plans_dir)
+        warm_up(self.model, tuple(self.profiles), self._run_batch)
         self.replica_id = replica_id()
         settings = LoopSettings(self.replica_id, self.cfg.max_queued_items,
                                 self.controller_cfg.window_s)
@@ -90,6 +105,10 @@ class Classifier:
                       for k, v in it.items()} for it in items]
         with torch.inference_mode():
             return list(self.model.run(variant, task, items))
+
+    def ping(self) -> str:
+        """Cheap call callers use to warm their handle (router set-up) before real traffic."""
+        return self.replica_id
 
     async def submit(self, items: list[WorkItem]) -> list[ItemResult]:
         """Queue the items (one request or one job) and return one result per item, in order."""

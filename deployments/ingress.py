@@ -25,6 +25,7 @@ from app.catalog import Catalog
 from app.config import HttpConfig
 from deployments.http_errors import ApiError, error_response
 from deployments.ingress_service import IngressService
+from deployments.preprocess import warm_handles
 
 log = logging.getLogger(__name__)
 CONTROL_TIMEOUT_S = 3.0
@@ -150,12 +151,15 @@ def service_limit(request: Request) -> int:
 @serve.deployment(max_ongoing_requests=1000)
 @serve.ingress()
 class Ingress:
-    def __init__(self, catalog: Catalog, http: dict[str, Any], preprocess: Any,
-                 controller: Any) -> None:
+    # async: lets the replica start warming its handle in the background
+    async def __init__(self, catalog: Catalog, http: dict[str, Any],  # type: ignore[misc]
+                       preprocess: Any, controller: Any) -> None:
         self.http = HttpConfig.model_validate(http)
         self.service = IngressService(catalog, self.http, preprocess)
         self.controller = controller
         self.metrics = IngressMetrics()
+        self._warm = asyncio.get_running_loop().create_task(
+            warm_handles({"preprocess": preprocess}))
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         app = build_http_app(self.service, self.controller, self.metrics)

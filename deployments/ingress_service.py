@@ -61,8 +61,8 @@ def resolve(catalog: Catalog, model: str, task: str | None,
     if slo.latency_ms < fastest.latency_ms:
         raise ApiError("slo_unachievable",
                        f"SLO {slo.latency_ms:g} ms is below the fastest variant of {model}/"
-                       f"{info.task} ({fastest.name}: {fastest.latency_ms:.1f} ms at batch 1, "
-                       f"{family.percentile}); ask for at least {fastest.latency_ms:.1f} ms",
+                       f"{info.task} ({fastest.name}: {fastest.latency_ms:.3f} ms at batch 1, "
+                       f"{family.percentile}); ask for at least {fastest.latency_ms:.3f} ms",
                        "slo.latency_ms")
     return family, info
 

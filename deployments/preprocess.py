@@ -50,10 +50,25 @@ def work_items(call: ClassifyCall, tensors: tuple[dict[str, Any], ...]) -> list[
             for item_id, t in zip(call.item_ids, tensors, strict=True)]
 
 
+async def warm_handles(handles: dict[str, Any], timeout_s: float = 120.0) -> None:
+    """Call `ping` on each handle once: the first call through a handle sets up its router,
+    which would otherwise land on (and can exceed the SLO of) the first real request."""
+    for name, handle in handles.items():
+        try:
+            await asyncio.wait_for(_await(handle.ping.remote()), timeout_s)
+        except Exception as exc:
+            log.info("warming the handle of %s failed: %s", name, type(exc).__name__)
+
+
+async def _await(response: Any) -> Any:
+    return await response
+
+
 @serve.deployment(max_ongoing_requests=1000)
 class Preprocess:
-    def __init__(self, families: list[str], models_dir: str, classifiers: dict[str, Any],
-                 grace_s: float) -> None:
+    # async: lets the replica start warming its handles in the background
+    async def __init__(self, families: list[str], models_dir: str,  # type: ignore[misc]
+                       classifiers: dict[str, Any], grace_s: float) -> None:
         torch.set_num_threads(1)
         from deployments.models.registry import load_model
 
@@ -61,7 +76,11 @@ class Preprocess:
                        for name in families}
         self.classifiers = classifiers
         self.grace_s = grace_s
+        self._warm = asyncio.get_running_loop().create_task(warm_handles(classifiers))
         log.info("preprocess ready for %s", sorted(self.models))
+
+    def ping(self) -> str:
+        return "ok"
 
     async def decode(self, family: str, task: str,
                      inputs: tuple[dict[str, Any], ...]) -> DecodeResult:

@@ -77,8 +77,9 @@ def server() -> Iterator[Server]:
     from app.builder import build_app
 
     port = free_port()
-    ray.init(num_cpus=2, object_store_memory=256 * 1024 * 1024, include_dashboard=False,
-             namespace="adaptserve-tests", log_to_driver=False)
+    # address="local": always a fresh local Ray, never another session's cluster
+    ray.init(address="local", num_cpus=2, object_store_memory=256 * 1024 * 1024,
+             include_dashboard=False, namespace="adaptserve-tests", log_to_driver=False)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         serve.run(build_app(TEST_ARGS), name=APP_NAME, route_prefix="/")
@@ -94,7 +95,6 @@ def server() -> Iterator[Server]:
 def examples() -> dict[str, dict[str, list[Any]]]:
     """Held-out test items in wire form per family and task (real data, no fakes)."""
     from deployments.models.registry import load_model
-
     from profiling.paths import REPO_ROOT
 
     out: dict[str, dict[str, list[Any]]] = {}

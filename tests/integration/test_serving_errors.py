@@ -112,7 +112,7 @@ def test_slo_below_fastest_variant(server: Server, examples, catalog) -> None:
     fastest = fastest_ms(catalog, "vit")
     b = body(examples, slo={"latency_ms": fastest / 2})
     err = error_of(server.post("/v1/classify", b), 422, "slo_unachievable")
-    assert f"{fastest:.1f} ms" in err["message"]
+    assert f"{fastest:.3f} ms" in err["message"] and "vit/" in err["message"]
 
 
 def test_bad_item_in_job_is_named(server: Server, examples) -> None:

@@ -17,6 +17,7 @@
 | internal_error       | 500    | a server fault (the replica keeps running) |
 | replica_unavailable  | 503    | replicas died / restarting and no answer could be had |
 | controller_unavailable | 503  | status/metrics while the controller is down |
+| not_ready            | 503    | /healthz while replicas are still starting |
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ STATUS_BY_TYPE = {
     "missing_modality": 422, "unknown_modality": 422, "invalid_input": 422,
     "slo_unachievable": 422, "not_found": 404, "method_not_allowed": 405,
     "internal_error": 500, "replica_unavailable": 503, "controller_unavailable": 503,
+    "not_ready": 503,
 }
 
 

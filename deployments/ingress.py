@@ -113,8 +113,7 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
 
     @app.get("/healthz")
     async def healthz() -> Response:
-        return await guarded("healthz", metrics,
-                             _const({"status": "ok", "models": service.catalog.names()}))
+        return await guarded("healthz", metrics, lambda: _health(service))
 
     @app.get("/metrics")
     async def prometheus() -> Response:
@@ -127,6 +126,19 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
         return await guarded("metrics", metrics, text)
 
     return app
+
+
+async def _health(service: IngressService) -> Any:
+    """200 once every classifier deployment has answered through preprocess, else 503."""
+    try:
+        state = await asyncio.wait_for(_await(service.preprocess.ping.remote()),
+                                       CONTROL_TIMEOUT_S)
+    except Exception as exc:
+        raise ApiError("not_ready", f"preprocess not answering ({type(exc).__name__})",
+                       status=503) from None
+    if state["waiting"]:
+        raise ApiError("not_ready", f"classifiers starting: {state['waiting']}", status=503)
+    return {"status": "ok", "models": service.catalog.names()}
 
 
 def _const(value: Any) -> Callable[[], Awaitable[Any]]:
@@ -159,7 +171,7 @@ class Ingress:
         self.controller = controller
         self.metrics = IngressMetrics()
         self._warm = asyncio.get_running_loop().create_task(
-            warm_handles({"preprocess": preprocess}))
+            warm_handles({"preprocess": preprocess}, timeout_s=120.0))
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         app = build_http_app(self.service, self.controller, self.metrics)

@@ -50,14 +50,19 @@ def work_items(call: ClassifyCall, tensors: tuple[dict[str, Any], ...]) -> list[
             for item_id, t in zip(call.item_ids, tensors, strict=True)]
 
 
-async def warm_handles(handles: dict[str, Any], timeout_s: float = 120.0) -> None:
-    """Call `ping` on each handle once: the first call through a handle sets up its router,
-    which would otherwise land on (and can exceed the SLO of) the first real request."""
+async def warm_handles(handles: dict[str, Any], ready: set[str] | None = None,
+                       timeout_s: float = 600.0) -> None:
+    """Call `ping` on each handle until it answers, adding its name to `ready`: the first call
+    through a handle sets up its router, which would otherwise land on (and can exceed the SLO
+    of) the first real request; `ready` also tells health checks when the graph is up."""
     for name, handle in handles.items():
         try:
             await asyncio.wait_for(_await(handle.ping.remote()), timeout_s)
         except Exception as exc:
-            log.info("warming the handle of %s failed: %s", name, type(exc).__name__)
+            log.warning("warming the handle of %s failed: %s", name, type(exc).__name__)
+            continue
+        if ready is not None:
+            ready.add(name)
 
 
 async def _await(response: Any) -> Any:
@@ -76,11 +81,15 @@ class Preprocess:
                        for name in families}
         self.classifiers = classifiers
         self.grace_s = grace_s
-        self._warm = asyncio.get_running_loop().create_task(warm_handles(classifiers))
+        self.ready: set[str] = set()
+        self._warm = asyncio.get_running_loop().create_task(
+            warm_handles(classifiers, self.ready))
         log.info("preprocess ready for %s", sorted(self.models))
 
-    def ping(self) -> str:
-        return "ok"
+    def ping(self) -> dict[str, list[str]]:
+        """Which classifier deployments have answered (readiness for GET /healthz)."""
+        return {"ready": sorted(self.ready),
+                "waiting": sorted(set(self.classifiers) - self.ready)}
 
     async def decode(self, family: str, task: str,
                      inputs: tuple[dict[str, Any], ...]) -> DecodeResult:

@@ -87,12 +87,12 @@ class Classifier:
         self.profiles = load_profiles(self.cfg, tuple(self.model.tasks()), self.paths.profiles_dir)
         self.policies: dict[str, TaskPolicy] = build_policies(self.cfg, self.profiles,
                                                               self.paths.plans_dir)
-        warm_up(self.model, tuple(self.profiles), self._run_batch)
         self.replica_id = replica_id()
         settings = LoopSettings(self.replica_id, self.cfg.max_queued_items,
                                 self.controller_cfg.window_s)
         self.loop = ReplicaLoop(settings, {t: p.scheduler for t, p in self.policies.items()},
                                 self._run_batch)
+        await self.loop.run_in_worker(warm_up, self.model, tuple(self.profiles), self._run_batch)
         self._reporter = asyncio.get_running_loop().create_task(self._report_forever())
         log.info("classifier %s replica %s ready on %s (policies %s)", self.cfg.name,
                  self.replica_id, self.device,

@@ -50,6 +50,17 @@ def work_items(call: ClassifyCall, tensors: tuple[dict[str, Any], ...]) -> list[
             for item_id, t in zip(call.item_ids, tensors, strict=True)]
 
 
+def warm_decode(models: dict[str, Any]) -> None:
+    """Decode one held-out item per family and task (imports image plugins, fills caches) on
+    the decode worker thread, so the first request does not pay for it."""
+    for name, model in models.items():
+        try:
+            for task in model.tasks():
+                model.decode(model.examples("val", task, limit=1)[0].inputs, task)
+        except Exception:  # an optimisation only
+            log.warning("decode warm-up of %s failed", name, exc_info=True)
+
+
 async def warm_handles(handles: dict[str, Any], ready: set[str] | None = None,
                        timeout_s: float = 600.0) -> None:
     """Call `ping` on each handle until it answers, adding its name to `ready`: the first call
@@ -81,6 +92,7 @@ class Preprocess:
                        for name in families}
         self.classifiers = classifiers
         self.grace_s = grace_s
+        await asyncio.to_thread(warm_decode, self.models)
         self.ready: set[str] = set()
         self._warm = asyncio.get_running_loop().create_task(
             warm_handles(classifiers, self.ready))

@@ -81,6 +81,10 @@ class ReplicaLoop:
         self._wake.set()
         return list(await asyncio.gather(*waiters))
 
+    async def run_in_worker(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run `fn` on the model thread (warm-up uses it so that thread is the warm one)."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
     def load_qps(self) -> float:
         return self.rate.rate(self.clock())
 

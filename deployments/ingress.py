@@ -85,6 +85,7 @@ async def _await(response: Any) -> Any:
 
 def build_http_app(service: IngressService, controller: Any, metrics: IngressMetrics) -> FastAPI:
     app = FastAPI(title="adaptserve", docs_url="/docs", openapi_url="/openapi.json")
+    limit = service.http.max_body_bytes
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_exc(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -97,11 +98,12 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
 
     @app.post("/v1/classify")
     async def classify(request: Request) -> Response:
-        return await guarded("classify", metrics, lambda: _body(request, service.classify))
+        return await guarded("classify", metrics,
+                             lambda: _body(request, service.classify, limit))
 
     @app.post("/v1/jobs")
     async def jobs(request: Request) -> Response:
-        return await guarded("jobs", metrics, lambda: _body(request, service.job))
+        return await guarded("jobs", metrics, lambda: _body(request, service.job, limit))
 
     @app.get("/v1/models")
     async def models() -> Response:
@@ -147,17 +149,12 @@ def _const(value: Any) -> Callable[[], Awaitable[Any]]:
     return get
 
 
-async def _body(request: Request, handle: Callable[[bytes], Awaitable[Any]]) -> Any:
-    limit = service_limit(request)
+async def _body(request: Request, handle: Callable[[bytes], Awaitable[Any]], limit: int) -> Any:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise ApiError("payload_too_large",
                        f"request body is {declared} bytes; the limit is {limit}")
     return await handle(await request.body())
-
-
-def service_limit(request: Request) -> int:
-    return int(request.app.state.max_body_bytes)
 
 
 @serve.deployment(max_ongoing_requests=1000)
@@ -174,6 +171,4 @@ class Ingress:
             warm_handles({"preprocess": preprocess}, timeout_s=120.0))
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        app = build_http_app(self.service, self.controller, self.metrics)
-        app.state.max_body_bytes = self.http.max_body_bytes
-        return app
+        return build_http_app(self.service, self.controller, self.metrics)

@@ -138,6 +138,25 @@ def serve_memory() -> list[ProcessMemory]:
     return sorted(out, key=lambda m: m.actor)
 
 
+def serve_cpu_s() -> dict[str, float]:
+    """CPU seconds (user + system) used so far by each live actor process, by actor class
+    name (summed over replicas), plus this driver process ("driver": the load generator)."""
+    import psutil
+    from ray._private import state
+
+    out: dict[str, float] = {}
+    for info in state.actors(actor_state_name="ALIVE").values():
+        try:
+            t = psutil.Process(int(info.get("Pid") or 0)).cpu_times()
+        except (psutil.Error, ValueError):
+            continue
+        name = str(info.get("ActorClassName"))
+        out[name] = out.get(name, 0.0) + t.user + t.system
+    me = psutil.Process().cpu_times()
+    out["driver"] = me.user + me.system
+    return out
+
+
 def app_replicas(mem: list[ProcessMemory], app: str = APP_NAME) -> list[ProcessMemory]:
     return [m for m in mem if m.actor.startswith(f"ServeReplica:{app}:")]
 

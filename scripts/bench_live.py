@@ -16,7 +16,6 @@ Phases on a private local Ray/Serve (HTTP port --port), all with `app/loadgen.py
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -25,10 +24,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+
 from app import live_bench as lb  # noqa: E402
+from app.live_report import checks, hops_p50_ms, report  # noqa: E402
 from app.loadgen import LoadgenConfig, LoadResult, Payload, run_load  # noqa: E402
-from app.loadgen_report import clean, plot_runs, write_json  # noqa: E402
-from app.sim.request_metrics import LoadSummary, summary_table, timeseries  # noqa: E402
+from app.loadgen_report import plot_runs, write_json  # noqa: E402
+from app.sim.request_metrics import LoadSummary, timeseries  # noqa: E402
 from app.sim.scheduler_sim import SchedulerSimConfig, simulate  # noqa: E402
 from app.sim.trace_spec import TraceSpec, arrival_times  # noqa: E402
 
@@ -72,6 +73,7 @@ class Bench:
         self.payloads: dict[int, list[Payload]] = {}
         self.models_dir: str | None = None
         self.loadavg: dict[str, float] = {}
+        self.cpu_ms: dict[str, dict[str, float]] = {}
         self.t0 = time.perf_counter()
 
     def log(self, msg: str) -> None:
@@ -94,11 +96,17 @@ class Bench:
             if job not in self.payloads:
                 self.payloads[job] = payloads_from_model(cfg, models_dir=self.models_dir)
             cfgs.append(cfg)
+        cpu0 = lb.serve_cpu_s()
         with ThreadPoolExecutor(len(cfgs)) as pool:
             results = list(pool.map(lambda c: run_load(c, self.payloads[c.job_size]), cfgs))
+        cpu1 = lb.serve_cpu_s()
+        calls = sum(len(r.records) / c.job_size for r, c in zip(results, cfgs, strict=True))
         out = []
         for (name, _, spec, job), res in zip(runs, results, strict=True):
             self.runs[name] = res
+            # CPU ms per call of each process, over all runs of this batch
+            self.cpu_ms[name] = {k: 1000 * (cpu1[k] - v) / max(calls, 1)
+                                 for k, v in cpu0.items() if k in cpu1}
             self.loadavg[name] = os.getloadavg()[0]  # 1-min load average of the shared machine
             write_json(self.a.records / f"{name}.json", res.to_dict())
             s = res.summary
@@ -193,26 +201,35 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     finally:
         lb.stop_ray()
 
-    # 4. the simulator on the same profile, plans, trace and seed
+    # 4. the simulator on the same profile, plans, trace and seed: the model only, and with the
+    # serving stack as a front stage costing the CPU per call measured at the top ramp step
     arrivals = arrival_times(spec)
+    hops_ms = hops_p50_ms(b.runs["light_app"])
+    top = b.cpu_ms[f"ramp_{len(steps) - 1}"]
+    stack_ms = sum(v for k, v in top.items() if k.endswith((":Ingress", ":Preprocess"))
+                   or k.startswith("ProxyActor"))
+    out["sim_inputs"] = {"hops_p50_ms": hops_ms, "stack_cpu_ms_per_call": stack_ms,
+                         "service": a.sim_service}
     sims: dict[str, LoadSummary] = {}
     series: dict[str, Any] = {}
     for run_name, run_args in (("static_2x", static_args), (f"{a.policy}_2x", adapt_args)):
         c = load_config(run_args).classifier(a.family)
         plan = read_plan(cfg.paths.plans_dir, a.family, task, c.policy)
-        sim_cfg = SchedulerSimConfig(
-            replicas=b.k, slo_ms=b.slo_ms, routing="pow2", service=a.sim_service,
-            max_batch_size=c.max_batch_size, overhead_ms=app_light.overhead_p50_ms,
-            load_window_s=cfg.controller.window_s, max_ongoing=max(2 * c.max_queued_items, 64),
-            max_queued_items=c.max_queued_items, task=task, job_size=a.job_size, seed=a.seed)
-        sim = simulate(profile, lambda _k, c=c, plan=plan: build_task_policy(c, profile,
-                                                                                plan).scheduler,
-                       arrivals, spec.duration_s, sim_cfg)
-        sims[f"sim_{run_name}"] = sim.summary
         series[f"live {run_name}"] = b.runs[run_name].series
-        series[f"sim {run_name}"] = timeseries(sim.records, spec.duration_s, b.slo_ms)
+        for kind, front in (("sim", 0.0), ("simstack", stack_ms)):
+            sim_cfg = SchedulerSimConfig(
+                replicas=b.k, slo_ms=b.slo_ms, routing="pow2", service=a.sim_service,
+                max_batch_size=c.max_batch_size, overhead_ms=hops_ms,
+                load_window_s=cfg.controller.window_s,
+                max_ongoing=max(2 * c.max_queued_items, 64), max_queued_items=c.max_queued_items,
+                task=task, job_size=a.job_size, front_ms_per_call=front, seed=a.seed)
+            sim = simulate(profile, lambda _k, c=c, plan=plan: build_task_policy(
+                c, profile, plan).scheduler, arrivals, spec.duration_s, sim_cfg)
+            sims[f"{kind}_{run_name}"] = sim.summary
+            series[f"{kind} {run_name}"] = timeseries(sim.records, spec.duration_s, b.slo_ms)
     out["runs"] = {n: r.summary for n, r in b.runs.items()}
     out["loadavg_1min_after_run"] = b.loadavg
+    out["cpu_ms_per_call"] = b.cpu_ms
     out["cpu_count"] = os.cpu_count()
     out["sim"] = sims
     out["series"] = series
@@ -220,60 +237,6 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     plot_runs(series, b.slo_ms, a.png, title=f"{a.family}: static vs {a.policy} at 2x capacity, "
                                              f"live and simulated (K={b.k})")
     return out
-
-
-def checks(out: dict[str, Any], policy: str) -> dict[str, Any]:
-    runs, sims = out["runs"], out["sim"]
-    static, adapt = runs["static_2x"], runs[f"{policy}_2x"]
-    res: dict[str, Any] = {
-        "goodput_ratio": adapt.goodput_qps / max(static.goodput_qps, 1e-9),
-        "adaptive_attainment_admitted": adapt.slo_attainment_admitted,
-        "overhead_ratio": out["overhead"]["ratio"],
-        "memory_total_mib": out["memory"]["total_mib"],
-    }
-    fidelity = {}
-    for name in ("static_2x", f"{policy}_2x"):
-        live, sim = runs[name], sims[f"sim_{name}"]
-        fidelity[name] = {
-            "accuracy_live": live.accuracy_of_satisfied,
-            "accuracy_live_expected": live.expected_accuracy_of_satisfied,
-            "accuracy_sim": sim.expected_accuracy_of_satisfied,
-            "violation_live": 1 - live.slo_attainment, "violation_sim": 1 - sim.slo_attainment}
-        f = fidelity[name]
-        res[f"{name}_accuracy_diff_pts"] = 100 * (f["accuracy_live"] - f["accuracy_sim"])
-        res[f"{name}_violation_diff_pts"] = 100 * (f["violation_live"] - f["violation_sim"])
-    res["fidelity"] = fidelity
-    res["pass"] = {
-        "goodput_ratio>=2": res["goodput_ratio"] >= 2.0,
-        "attainment_admitted>=95%": res["adaptive_attainment_admitted"] >= 0.95,
-        "overhead_ratio<=1.3": res["overhead_ratio"] <= 1.3,
-        "memory<=6GiB": res["memory_total_mib"] <= 6 * 1024,
-        "sim_within_2pts": all(abs(v) <= 2.0 for k, v in res.items() if k.endswith("_pts")),
-    }
-    return res
-
-
-def report(out: dict[str, Any]) -> str:
-    rows = dict(out["runs"])
-    rows.update(out["sim"])
-    lines = [summary_table(rows), "", "memory (RSS of the default app's replicas):"]
-    lines += [f"  {m['actor']:<48} pid {m['pid']:>7}  {m['rss_mib']:8.1f} MiB"
-              for m in out["memory"]["replicas"]]
-    lines.append(f"  total {out['memory']['total_mib']:.1f} MiB")
-    o, c = out["overhead"], out["capacity"]
-    lines.append(f"overhead p50 (latency - compute): app {o['app_p50_ms']:.1f} ms, bare "
-                 f"{o['bare_p50_ms']:.1f} ms, ratio {o['ratio']:.2f}")
-    lines.append(f"capacity: profile {c['profile']['qps']:.1f} qps (b={c['profile']['batch_size']}"
-                 f"), live (best ramp goodput) {c['live_qps']:.1f} qps; ramp " + ", ".join(
-                     f"{r['offered_qps']:.0f}->{r['goodput_qps']:.0f}" for r in c["ramp"]))
-    lines.append(f"{'simulator vs live':<18}{'acc live':>10}{'acc sim':>9}{'viol live %':>13}"
-                 f"{'viol sim %':>12}")
-    for name, f in out["checks"]["fidelity"].items():
-        lines.append(f"{name:<18}{f['accuracy_live']:>10.4f}{f['accuracy_sim']:>9.4f}"
-                     f"{100 * f['violation_live']:>13.2f}{100 * f['violation_sim']:>12.2f}")
-    lines.append(json.dumps(clean({k: v for k, v in out["checks"].items() if k != "fidelity"}),
-                            indent=1))
-    return "\n".join(lines)
 
 
 def main() -> int:

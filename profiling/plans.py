@@ -34,7 +34,7 @@ class PlanSettings:
     num_workers: int = 1
     percentile: str = "p95"
     max_batch_size: int | None = 8
-    min_qps: float | None = None  # None: a twentieth of max_qps
+    min_qps: float | None = None  # None: 1 QPS (light load -> the most accurate policy)
     max_qps: float | None = None  # None: capacity of the fastest variant at max batch size
     intervals: int = 100
     num_loads: int = 20  # Jellyfish+ anticipated loads
@@ -56,13 +56,14 @@ def plan_kinds(profile: Profile) -> list[str]:
 
 
 def load_range(profile: Profile, settings: PlanSettings) -> tuple[float, float]:
-    """The deployment loads (QPS) to plan for; by default up to the fastest variant's capacity
+    """The deployment loads (QPS) to plan for; by default from 1 QPS (so light live loads get a
+    light-load policy, not one planned for thousands of QPS) up to the fastest variant's capacity
     at the largest batch over all workers."""
     model = LatencyModel.from_profile(profile, settings.percentile, settings.max_batch_size)
     b = model.max_batch_size
     capacity = settings.num_workers * b / model.latency(model.fastest(), b)
     hi = settings.max_qps if settings.max_qps is not None else round(capacity, 1)
-    lo = settings.min_qps if settings.min_qps is not None else max(round(hi / 20, 1), 0.1)
+    lo = settings.min_qps if settings.min_qps is not None else min(1.0, hi)
     if not 0 < lo <= hi:
         raise ValueError(f"bad load range [{lo}, {hi}]")
     return lo, hi

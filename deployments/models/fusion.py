@@ -9,8 +9,11 @@ Omitting a modality shortens the sequence, so every modality subset is a cheaper
 - "audio": 512 samples, frames of 16 samples -> 32 tokens (the most expensive modality);
 - "text": one token per word (at most 16; the generated descriptions have 11).
 
-Trained with modality dropout (a uniformly random non-empty subset per batch), so all 7 subsets
-work; variants "fusion/<m1>+<m2>..." in the order image, audio, text. Task: "digits" (10 classes).
+Trained with modality dropout: every batch's loss is that of all three modalities plus that of
+one uniformly random proper subset, so all 7 subsets work and the full input, which serving uses
+whenever load allows, is trained on every step. (One uniform subset per batch, the first recipe,
+left the full-input accuracy within a few points of the image alone and on another CPU's
+floating-point rounding below it.) variants "fusion/<m1>+<m2>..." in the order image, audio, text. Task: "digits" (10 classes).
 See `multimodal.py` for how the three partial views are derived from the pixels (no label leak).
 
 Wire format (`decode`): every request carries all three modalities (variants choose which to use):
@@ -57,12 +60,14 @@ from deployments.models.wire import (
 from policies.types import Variant
 
 log = logging.getLogger(__name__)
-CODE_VERSION = 1
+CODE_VERSION = 2
 TASKS = ("digits",)
 IMAGE_PATCH = (2, 4)  # (rows, columns): 4 x 4 = 16 image tokens
 AUDIO_TOKEN = 2 * AUDIO_FRAME  # samples per audio token: 32 tokens
 SUBSETS: tuple[tuple[str, ...], ...] = tuple(
     s for k in range(1, len(MODALITIES) + 1) for s in itertools.combinations(MODALITIES, k))
+FULL = SUBSETS[-1]
+PARTIAL = SUBSETS[:-1]
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,7 @@ class FusionConfig:
     heads: int = 4
     mlp_ratio: float = 2.0
     stem_channels: int = 16
-    epochs: int = 40
+    epochs: int = 20  # two subsets per step: the same compute as 40 epochs of one
     batch_size: int = 32
     lr: float = 3e-3
     seed: int = 0
@@ -168,9 +173,10 @@ def train(cfg: FusionConfig) -> tuple[FusionNet, dict[str, dict[str, float]]]:
         for epoch in range(cfg.epochs):
             batch, labels = tensors("train", cfg, epoch)
             for idx in T.batches(n, cfg.batch_size, gen):
-                subset = SUBSETS[int(torch.randint(0, len(SUBSETS), (1,), generator=gen))]
+                subset = PARTIAL[int(torch.randint(0, len(PARTIAL), (1,), generator=gen))]
                 items = {k: v[idx] for k, v in batch.items()}
-                loss = F.cross_entropy(model(items, subset), labels[idx], label_smoothing=0.1)
+                loss = sum(F.cross_entropy(model(items, s), labels[idx], label_smoothing=0.1)
+                           for s in (FULL, subset))
                 T.step(loss, opt, sched)
             log.info("fusion epoch %d/%d loss %.3f", epoch + 1, cfg.epochs, float(loss.detach()))
         model.eval()

@@ -57,7 +57,8 @@ class FamilyConfig:
                 "xl_widths": list(XL_WIDTHS), **asdict(self)}
 
     def member_epochs(self, member: str) -> int:
-        return self.xl_epochs if member == "cnn-xl" else self.epochs
+        """cnn-xl trains min(xl_epochs, epochs): a shortened config shortens it too."""
+        return min(self.xl_epochs, self.epochs) if member == "cnn-xl" else self.epochs
 
 
 def make_member(kind: str) -> nn.Module:

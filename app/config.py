@@ -63,6 +63,26 @@ class ControllerConfig(_Strict):
                                  description="a replica silent this long no longer counts in load")
 
 
+class PlanConfig(_Strict):
+    """How the classifier's plan (RAMSIS policy set) is computed; the defaults are the paper's
+    model. Changing any field rebuilds the plan at the next start (plans are cached by it)."""
+
+    max_qps: float | None = Field(
+        default=None, gt=0,
+        description="highest deployment load (items/s) planned for; default: the capacity of "
+                    "the fastest variant at the max batch size, often far beyond what the "
+                    "serving stack can carry (more tables, longer builds)")
+    max_queue: int | None = Field(
+        default=None, gt=0, le=128,
+        description="RAMSIS queue bound N; default: max_batch_size (a batch may take the whole "
+                    "queue). Larger: batches stay capped at max_batch_size while the policy sees "
+                    "queues up to N, as jobs of many items create")
+    reward: Literal["per_decision", "per_query"] = Field(
+        default="per_decision",
+        description="RAMSIS objective: accuracy per batch decision (the reference's) or per query "
+                    "(what clients see; about 2x the solve time)")
+
+
 class ClassifierConfig(_Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_\-]+$",
                       description="model family name in deployments.models.registry; also the "
@@ -90,6 +110,7 @@ class ClassifierConfig(_Strict):
     device: Device = Field(default="auto", description="auto: CUDA when the replica sees a GPU")
     tasks: list[str] | None = Field(default=None,
                                     description="tasks to serve (default: all of the family)")
+    plan: PlanConfig = Field(default_factory=PlanConfig, description="plan computation knobs")
 
     def scheduler_params(self) -> dict[str, Any]:
         """Params handed to `make_scheduler`: the config's batch cap and percentile unless the

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from policies.model_selection.mdp_spec import Reward
 from policies.profile import LatencyModel, Profile
 from policies.schedulers import plans as builders
 
@@ -39,6 +40,8 @@ class PlanSettings:
     intervals: int = 100
     num_loads: int = 20  # Jellyfish+ anticipated loads
     mosel_max_job_size: int = 64
+    ramsis_max_queue: int | None = None  # None: the max batch size (the paper's model)
+    ramsis_reward: str = "per_decision"  # or "per_query"
 
     def __post_init__(self) -> None:
         if self.slo_s <= 0 or self.num_workers < 1:
@@ -76,7 +79,9 @@ def build_plan(kind: str, profile: Profile, settings: PlanSettings) -> dict[str,
         lo, hi = load_range(profile, s)
         return builders.build_ramsis_plan(profile, s.slo_s, s.num_workers, lo, hi,
                                           percentile=s.percentile,
-                                          max_batch_size=s.max_batch_size, intervals=s.intervals)
+                                          max_batch_size=s.max_batch_size, intervals=s.intervals,
+                                          max_queue=s.ramsis_max_queue,
+                                          reward=Reward(s.ramsis_reward))
     if kind == "jellyfish":
         lo, hi = load_range(profile, s)
         n = max(s.num_loads, 2)

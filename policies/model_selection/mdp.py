@@ -125,50 +125,95 @@ def build_mdp(spec: MDPSpec, model: LatencyModel) -> MDP:
     wait = np.zeros((1, space.size))
     wait[0, space.index(1, top)] = 1.0
     rows.add(np.array([space.empty]), -1, 0, 0.0, False, wait)
+    cap = spec.batch_cap
     for n in range(1, spec.max_queue + 1):
+        states_n = np.array([space.index(n, j) for j in range(space.num_slack)])
+        if n > cap:  # a capped batch: serve `cap`, the rest stays queued
+            _add_capped_rows(rows, spec, space, model, streams, n, states_n)
+            continue
         lat = np.array([model.latency(m, n) for m in range(acc.size)])
         fastest = int(np.argmin(lat))
-        states_n = np.array([space.index(n, j) for j in range(space.num_slack)])
         for m in range(acc.size):
             js = np.nonzero(grid + _TOL_S >= lat[m])[0]
             if js.size:
                 probs = streams.weights(n, js) @ streams.next_probs(float(lat[m]), n)
                 rows.add(states_n[js], m, n, float(acc[m]), False, probs)
             if spec.batching is Batching.VARIABLE:
-                _add_partial_batches(rows, spec, space, model, streams, n, m, states_n)
+                for b in range(1, n):
+                    _add_partial_rows(rows, spec, space, model, streams, n, m, b, states_n)
         late_js = np.nonzero(grid + _TOL_S < lat[fastest])[0]
         if late_js.size:
             probs = streams.weights(n, late_js) @ streams.next_probs(float(lat[fastest]), n)
             rows.add(states_n[late_js], fastest, n, 0.0, True, probs)
-    n_full = spec.max_queue + 1
-    lat_full = [model.latency(m, n_full) for m in range(acc.size)]
-    fastest = int(np.argmin(lat_full))
-    probs = streams.weights(n_full, np.array([0])) @ streams.next_probs(lat_full[fastest], n_full)
-    rows.add(np.array([space.full]), fastest, n_full, 0.0, True, probs)
+    _add_full_row(rows, spec, space, model, streams)
     return _assemble(spec, space, acc, rows)
 
 
-def _add_partial_batches(rows: _Rows, spec: MDPSpec, space: StateSpace, model: LatencyModel,
-                         streams: _Streams, n: int, m: int, states_n: NDArray[Any]) -> None:
-    """Variable batching: serve b < n. The remaining head arrived after the served one, so its
-    slack is at least T_j - L: we use that conservative bound for the next state's slack."""
+def _add_capped_rows(rows: _Rows, spec: MDPSpec, space: StateSpace, model: LatencyModel,
+                     streams: _Streams, n: int, states_n: NDArray[Any]) -> None:
+    """Queue n longer than the batch cap B: every model serves B (variable batching: any b <= B)
+    on time where it can; the fastest serves B late where none can."""
+    cap = spec.batch_cap
+    sizes = range(1, cap + 1) if spec.batching is Batching.VARIABLE else (cap,)
+    for m in range(len(model.names)):
+        for b in sizes:
+            _add_partial_rows(rows, spec, space, model, streams, n, m, b, states_n)
+    fastest = int(np.argmin([model.latency(m, cap) for m in range(len(model.names))]))
+    _add_partial_rows(rows, spec, space, model, streams, n, fastest, cap, states_n, late=True)
+
+
+def _add_partial_rows(rows: _Rows, spec: MDPSpec, space: StateSpace, model: LatencyModel,
+                      streams: _Streams, n: int, m: int, b: int, states_n: NDArray[Any],
+                      late: bool = False) -> None:
+    """Serve b < n with model m (on time, or late with reward 0). The remaining head arrived
+    after the served one, so its slack is at least T_j - L: we use that conservative bound for
+    the next state's slack (exact when the queue holds the items of one job)."""
     grid = space.grid_s
-    for b in range(1, n):
-        lat = model.latency(m, b)
-        js = np.nonzero(grid + _TOL_S >= lat)[0]
-        if not js.size:
-            continue
-        counts = streams.weights(n, js) @ arrival_count_probs(lat, streams.rate(n), streams.stride(),
-                                                              spec.max_queue)
-        probs = np.zeros((js.size, space.size))
-        for row, j in enumerate(js):
-            j_next = space.slack_index(grid[j] - lat)
-            for k in range(counts.shape[1] - 1):
-                n_next = n - b + k
-                target = space.full if n_next > spec.max_queue else space.index(n_next, j_next)
-                probs[row, target] += counts[row, k]
-            probs[row, space.full] += counts[row, -1]
-        rows.add(states_n[js], m, b, float(model.accuracy[m]), False, probs)
+    lat = model.latency(m, b)
+    on_time = grid + _TOL_S >= lat
+    js = np.nonzero(~on_time if late else on_time)[0]
+    if not js.size:
+        return
+    counts = streams.weights(n, js) @ arrival_count_probs(lat, streams.rate(n), streams.stride(),
+                                                          spec.max_queue)
+    j_next = np.array([space.slack_index(grid[j] - lat) for j in js])
+    rows.add(states_n[js], m, b, 0.0 if late else float(model.accuracy[m]), late,
+             _spread(space, counts, n - b, j_next))
+
+
+def _spread(space: StateSpace, counts: NDArray[Any], remaining: int,
+            j_next: NDArray[Any]) -> NDArray[Any]:
+    """Next-state rows: `remaining` queued items plus k arrivals (probability counts[row, k];
+    the last column is "more"), head slack index j_next[row]; past N -> the full state."""
+    num_k = counts.shape[1] - 1
+    n_next = remaining + np.arange(num_k)[None, :]  # (1, k)
+    targets = np.where(n_next > space.max_queue, space.full,
+                       1 + (n_next - 1) * space.num_slack + j_next[:, None])
+    targets = np.where(n_next <= 0, space.empty, targets)
+    probs = np.zeros((counts.shape[0], space.size))
+    rows_idx = np.repeat(np.arange(counts.shape[0]), num_k)
+    np.add.at(probs, (rows_idx, targets.reshape(-1)), counts[:, :-1].reshape(-1))
+    probs[:, space.full] += counts[:, -1]
+    return probs
+
+
+def _add_full_row(rows: _Rows, spec: MDPSpec, space: StateSpace, model: LatencyModel,
+                  streams: _Streams) -> None:
+    """The full-queue state: the fastest model serves (late). Whole queue: the next state
+    follows from the arrivals meanwhile; capped batch: N + 1 - B items stay, with the head's
+    slack unknown, taken as 0 (the most urgent)."""
+    n_full = spec.max_queue + 1
+    b = min(n_full, spec.batch_cap)
+    lat_full = [model.latency(m, b) for m in range(len(model.names))]
+    fastest = int(np.argmin(lat_full))
+    weights = streams.weights(n_full, np.array([0]))
+    if b == n_full:
+        probs = weights @ streams.next_probs(lat_full[fastest], n_full)
+    else:
+        counts = weights @ arrival_count_probs(lat_full[fastest], streams.rate(n_full),
+                                               streams.stride(), spec.max_queue)
+        probs = _spread(space, counts, n_full - b, np.zeros(1, dtype=np.int64))
+    rows.add(np.array([space.full]), fastest, b, 0.0, True, probs)
 
 
 def _assemble(spec: MDPSpec, space: StateSpace, acc: NDArray[Any], rows: _Rows) -> MDP:

@@ -54,12 +54,22 @@ class MDPSpec:
     balancing: LoadBalancing = LoadBalancing.ROUND_ROBIN
     batching: Batching = Batching.MAXIMAL
     reward: Reward = Reward.PER_DECISION
+    # None: a batch may take the whole queue (the paper's model, N = max batch). A cap B < N
+    # models a replica whose batches hold at most B items while up to N wait (jobs of many items
+    # arriving at once): queues longer than B serve B and keep the rest.
+    max_batch: int | None = None
 
     def __post_init__(self) -> None:
         if self.slo_s <= 0 or self.num_workers < 1 or self.load_qps <= 0:
             raise ValueError(f"need positive SLO, workers and load: {self}")
         if self.max_queue < 1 or self.intervals < 1:
             raise ValueError(f"need max_queue >= 1 and intervals >= 1: {self}")
+        if self.max_batch is not None and not 1 <= self.max_batch <= self.max_queue:
+            raise ValueError(f"need 1 <= max_batch <= max_queue: {self}")
+
+    @property
+    def batch_cap(self) -> int:
+        return self.max_queue if self.max_batch is None else self.max_batch
 
 
 def slack_grid(spec: MDPSpec, model: LatencyModel) -> NDArray[Any]:

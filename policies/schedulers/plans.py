@@ -26,7 +26,13 @@ from typing import Any
 from policies.modality import Strategy, StrategyMatrix, build_matrix, strategy_from_batches
 from policies.model_selection.baselines import LoadGranularPolicy, StaticChoice, jellyfish_choice
 from policies.model_selection.mdp import build_mdp
-from policies.model_selection.mdp_spec import Batching, Discretization, LoadBalancing, MDPSpec
+from policies.model_selection.mdp_spec import (
+    Batching,
+    Discretization,
+    LoadBalancing,
+    MDPSpec,
+    Reward,
+)
 from policies.model_selection.policy_set import generate_policy_set
 from policies.model_selection.solve import solve
 from policies.model_selection.table import PolicyTable
@@ -72,21 +78,27 @@ def build_ramsis_plan(profile: Profile, slo_s: float, num_workers: int, min_qps:
                       max_accuracy_gap: float = 0.01, min_step_qps: float = 25.0,
                       percentile: str = "p95", max_batch_size: int | None = None,
                       intervals: int = 100, iterations: int = 100, pareto: bool = True,
-                      shortest_queue: bool = False) -> dict[str, Any]:
+                      shortest_queue: bool = False, max_queue: int | None = None,
+                      reward: Reward = Reward.PER_DECISION) -> dict[str, Any]:
     """A RAMSIS policy set for one deployment: one solved per-worker MDP per anticipated
     deployment load (total QPS over `num_workers` replicas) in [min_qps, max_qps], refined
     until neighbours' expected accuracy differs by <= `max_accuracy_gap`. The MDP's queue bound
-    N is the max batch size (maximal batching never exceeds it). Cost: one MDP solve per load
-    (seconds each at N = 32, D = 100)."""
+    N is `max_queue` (default: the max batch size, the paper's model, where a batch may take the
+    whole queue); a larger N keeps batches capped at the max batch size and lets the policy see
+    queues up to N (jobs of many items) instead of lumping them into the full-queue state.
+    Cost: one MDP solve per load (seconds each at N = 32, D = 100)."""
     model = LatencyModel.from_profile(profile, percentile, max_batch_size)
     if pareto:
         names = [model.names[i] for i in sorted(model.pareto_indices())]
         model = LatencyModel.from_profile(profile.subset(names), percentile, max_batch_size)
     balancing = LoadBalancing.SHORTEST_QUEUE if shortest_queue else LoadBalancing.ROUND_ROBIN
 
+    cap = model.max_batch_size
+    queue = max(cap, max_queue or cap)
+
     def solve_at(load: float) -> PolicyTable:
-        spec = MDPSpec(slo_s, num_workers, load, model.max_batch_size, intervals,
-                       Discretization.FIXED_LENGTH, balancing, Batching.MAXIMAL)
+        spec = MDPSpec(slo_s, num_workers, load, queue, intervals, Discretization.FIXED_LENGTH,
+                       balancing, Batching.MAXIMAL, reward, max_batch=cap)
         return PolicyTable.from_solved(solve(build_mdp(spec, model), iterations), model.names)
 
     step = coarse_step_qps if coarse_step_qps is not None else max((max_qps - min_qps) / 4, 1.0)
@@ -95,6 +107,7 @@ def build_ramsis_plan(profile: Profile, slo_s: float, num_workers: int, min_qps:
     return _finish({"kind": "ramsis_policy_set", "profile": profile.name, "slo_s": slo_s,
                     "num_workers": num_workers, "load_scope": "deployment",
                     "percentile": percentile, "max_batch_size": model.max_batch_size,
+                    "max_queue": queue, "reward": reward.value,
                     "balancing": balancing.value, "tables": [t.to_dict() for t in tables]})
 
 

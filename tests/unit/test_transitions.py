@@ -79,3 +79,43 @@ def test_round_robin_probabilities_match_monte_carlo(g):
     mc = _simulate_rr(latency, rate, k, slo, space, g, 40000, random.Random(7))
     assert np.abs(exact - mc).max() < 0.01
     np.testing.assert_allclose(exact.sum(), 1.0)
+
+
+@pytest.mark.parametrize("batching", list(Batching))
+@pytest.mark.parametrize("cap", [1, 3])
+def test_capped_batches_rows_sum_to_one_and_serve_at_most_the_cap(batching, cap):
+    spec = MDPSpec(0.1, 2, 150.0, max_queue=6, intervals=10, batching=batching, max_batch=cap)
+    mdp = build_mdp(spec, toy_model())
+    assert np.all(mdp.probs >= 0)
+    np.testing.assert_allclose(mdp.probs.sum(axis=1), 1.0, atol=1e-9)
+    assert set(mdp.row_state.tolist()) == set(range(mdp.space.size))
+    assert mdp.row_batch.max() == cap
+    if batching is Batching.MAXIMAL:  # queues longer than the cap serve exactly the cap
+        for r in range(mdp.num_rows):
+            s = int(mdp.row_state[r])
+            if s != mdp.space.empty:
+                n = mdp.space.max_queue + 1 if s == mdp.space.full else (s - 1) // 11 + 1
+                assert mdp.row_batch[r] == min(n, cap)
+
+
+def test_capped_batch_keeps_the_rest_queued_with_less_slack():
+    """Queue 5, cap 2, no arrivals possible in between (rate ~ 0): serving 2 leaves 3 queued with
+    the head's slack reduced by the batch latency."""
+    spec = MDPSpec(0.1, 1, 1e-9, max_queue=6, intervals=10, max_batch=2)
+    model = toy_model()
+    mdp = build_mdp(spec, model)
+    space = mdp.space
+    state = space.index(5, 10)  # slack 0.1 s
+    for r in np.nonzero(mdp.row_state == state)[0]:
+        lat = model.latency(int(mdp.row_model[r]), 2)
+        target = space.index(3, space.slack_index(0.1 - lat))
+        assert mdp.row_batch[r] == 2
+        assert mdp.probs[r, target] == pytest.approx(1.0)
+
+
+def test_cap_equal_to_the_queue_bound_is_the_uncapped_mdp():
+    base = MDPSpec(0.1, 4, 150.0, max_queue=6, intervals=10)
+    a = build_mdp(base, toy_model())
+    b = build_mdp(MDPSpec(0.1, 4, 150.0, max_queue=6, intervals=10, max_batch=6), toy_model())
+    np.testing.assert_array_equal(a.row_batch, b.row_batch)
+    np.testing.assert_allclose(a.probs, b.probs)

@@ -55,7 +55,7 @@ def ensure_plan(c: ClassifierConfig, cfg: AppConfig, profiles: dict[str, Path]) 
     settings = PlanSettings(slo_s=c.default_slo_ms / 1000.0, num_workers=c.num_replicas,
                             percentile=c.percentile, max_batch_size=c.max_batch_size,
                             max_qps=c.plan.max_qps, ramsis_max_queue=c.plan.max_queue,
-                            ramsis_reward=c.plan.reward)
+                            ramsis_reward=c.plan.reward, ramsis_job_size=c.plan.job_size)
     try:
         ensure_plans(profiles, cfg.paths.plans_dir, settings, kinds=[kind])
     except Exception:

@@ -77,6 +77,10 @@ class PlanConfig(_Strict):
         description="RAMSIS queue bound N; default: max_batch_size (a batch may take the whole "
                     "queue). Larger: batches stay capped at max_batch_size while the policy sees "
                     "queues up to N, as jobs of many items create")
+    job_size: int = Field(
+        default=1, gt=0, le=128,
+        description="items per call the RAMSIS policy expects: calls of J items sharing one "
+                    "deadline arrive as Poisson calls at load / J (1: single requests)")
     reward: Literal["per_decision", "per_query"] = Field(
         default="per_decision",
         description="RAMSIS objective: accuracy per batch decision (the reference's) or per query "

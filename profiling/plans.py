@@ -42,6 +42,7 @@ class PlanSettings:
     mosel_max_job_size: int = 64
     ramsis_max_queue: int | None = None  # None: the max batch size (the paper's model)
     ramsis_reward: str = "per_decision"  # or "per_query"
+    ramsis_job_size: int = 1  # items per call the policy expects (jobs share a deadline)
 
     def __post_init__(self) -> None:
         if self.slo_s <= 0 or self.num_workers < 1:
@@ -81,7 +82,8 @@ def build_plan(kind: str, profile: Profile, settings: PlanSettings) -> dict[str,
                                           percentile=s.percentile,
                                           max_batch_size=s.max_batch_size, intervals=s.intervals,
                                           max_queue=s.ramsis_max_queue,
-                                          reward=Reward(s.ramsis_reward))
+                                          reward=Reward(s.ramsis_reward),
+                                          job_size=s.ramsis_job_size)
     if kind == "jellyfish":
         lo, hi = load_range(profile, s)
         n = max(s.num_loads, 2)

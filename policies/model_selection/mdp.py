@@ -7,7 +7,7 @@ reference implementation does).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -70,15 +70,35 @@ class _Rows:
 
 
 class _Streams:
-    """Arrival stream of the worker per queue length n: (rate, stride, phase weights)."""
+    """Arrival stream of the worker per queue length n: (rate, stride, phase weights).
+
+    With jobs of J items (`spec.job_size`) the arrivals are calls at rate / J; transitions are
+    computed over call counts on a space of ceil(N / J) calls and mapped to item counts (c calls
+    -> c J items; beyond N -> the full state)."""
 
     def __init__(self, spec: MDPSpec, space: StateSpace, model: LatencyModel) -> None:
         self.spec = spec
+        self.job = spec.job_size
         self.round_robin = spec.balancing is LoadBalancing.ROUND_ROBIN
-        self.phase = phase_weights(spec, space) if self.round_robin else None
+        self.job_space = StateSpace(-(-spec.max_queue // self.job), space.grid_s)
+        job_spec = replace(spec, load_qps=spec.load_qps / self.job,
+                           max_queue=self.job_space.max_queue, max_batch=None)
+        self.phase = phase_weights(job_spec, self.job_space) if self.round_robin else None
         self.service_rate = _jsq_service_rate(spec, model)
         self._cache: dict[tuple[float, float], NDArray[Any]] = {}
         self.space = space
+        self._to_items = self._item_index_map()
+
+    def _item_index_map(self) -> NDArray[Any]:
+        """Item-space state of each call-space state."""
+        js, space = self.job_space, self.space
+        out = np.full(js.size, space.full)
+        out[js.empty] = space.empty
+        for c in range(1, js.max_queue + 1):
+            if c * self.job <= space.max_queue:
+                for j in range(js.num_slack):
+                    out[js.index(c, j)] = space.index(c * self.job, j)
+        return out
 
     def rate(self, n: int) -> float:
         if self.round_robin:
@@ -88,7 +108,7 @@ class _Streams:
     def weights(self, n: int, js: NDArray[Any]) -> NDArray[Any]:
         if self.phase is None:
             return np.ones((js.size, 1))
-        return self.phase[n - 1, js, :]
+        return self.phase[-(-n // self.job) - 1, js, :]
 
     def stride(self) -> int:
         return self.spec.num_workers if self.round_robin else 1
@@ -96,9 +116,28 @@ class _Streams:
     def next_probs(self, latency_s: float, n: int) -> NDArray[Any]:
         key = (latency_s, self.rate(n))
         if key not in self._cache:
-            self._cache[key] = next_state_probs(latency_s, key[1], self.stride(), self.spec.slo_s,
-                                                self.space)
+            calls = next_state_probs(latency_s, key[1] / self.job, self.stride(),
+                                     self.spec.slo_s, self.job_space)
+            if self.job == 1:
+                self._cache[key] = calls
+            else:
+                out = np.zeros((calls.shape[0], self.space.size))
+                np.add.at(out, (slice(None), self._to_items), calls)
+                self._cache[key] = out
         return self._cache[key]
+
+    def item_counts(self, latency_s: float, n: int) -> NDArray[Any]:
+        """P(k items arrive during L | phase), k = 0..N, last column: more; (stride, N + 2)."""
+        n_max = self.spec.max_queue
+        if self.job == 1:
+            return arrival_count_probs(latency_s, self.rate(n), self.stride(), n_max)
+        calls = arrival_count_probs(latency_s, self.rate(n) / self.job, self.stride(),
+                                    -(-n_max // self.job) + 1)
+        out = np.zeros((calls.shape[0], n_max + 2))
+        for c in range(calls.shape[1] - 1):
+            out[:, min(c * self.job, n_max + 1)] += calls[:, c]
+        out[:, -1] += calls[:, -1]
+        return out
 
 
 def _jsq_service_rate(spec: MDPSpec, model: LatencyModel) -> float:
@@ -123,7 +162,8 @@ def build_mdp(spec: MDPSpec, model: LatencyModel) -> MDP:
     acc = np.asarray(model.accuracy)
     rows = _Rows([], [], [], [], [], [])
     wait = np.zeros((1, space.size))
-    wait[0, space.index(1, top)] = 1.0
+    first = spec.job_size  # the next call's items, all with the full SLO as slack
+    wait[0, space.index(first, top) if first <= spec.max_queue else space.full] = 1.0
     rows.add(np.array([space.empty]), -1, 0, 0.0, False, wait)
     cap = spec.batch_cap
     for n in range(1, spec.max_queue + 1):
@@ -174,8 +214,7 @@ def _add_partial_rows(rows: _Rows, spec: MDPSpec, space: StateSpace, model: Late
     js = np.nonzero(~on_time if late else on_time)[0]
     if not js.size:
         return
-    counts = streams.weights(n, js) @ arrival_count_probs(lat, streams.rate(n), streams.stride(),
-                                                          spec.max_queue)
+    counts = streams.weights(n, js) @ streams.item_counts(lat, n)
     j_next = np.array([space.slack_index(grid[j] - lat) for j in js])
     rows.add(states_n[js], m, b, 0.0 if late else float(model.accuracy[m]), late,
              _spread(space, counts, n - b, j_next))
@@ -210,8 +249,7 @@ def _add_full_row(rows: _Rows, spec: MDPSpec, space: StateSpace, model: LatencyM
     if b == n_full:
         probs = weights @ streams.next_probs(lat_full[fastest], n_full)
     else:
-        counts = weights @ arrival_count_probs(lat_full[fastest], streams.rate(n_full),
-                                               streams.stride(), spec.max_queue)
+        counts = weights @ streams.item_counts(lat_full[fastest], n_full)
         probs = _spread(space, counts, n_full - b, np.zeros(1, dtype=np.int64))
     rows.add(np.array([space.full]), fastest, b, 0.0, True, probs)
 

@@ -58,6 +58,9 @@ class MDPSpec:
     # models a replica whose batches hold at most B items while up to N wait (jobs of many items
     # arriving at once): queues longer than B serve B and keep the rest.
     max_batch: int | None = None
+    # Items per arrival: calls of J items (a job) arrive as a Poisson stream of rate load / J,
+    # each bringing J items that share one deadline. 1 is the paper's model.
+    job_size: int = 1
 
     def __post_init__(self) -> None:
         if self.slo_s <= 0 or self.num_workers < 1 or self.load_qps <= 0:
@@ -66,6 +69,8 @@ class MDPSpec:
             raise ValueError(f"need max_queue >= 1 and intervals >= 1: {self}")
         if self.max_batch is not None and not 1 <= self.max_batch <= self.max_queue:
             raise ValueError(f"need 1 <= max_batch <= max_queue: {self}")
+        if self.job_size < 1:
+            raise ValueError(f"need job_size >= 1: {self}")
 
     @property
     def batch_cap(self) -> int:

@@ -79,13 +79,14 @@ def build_ramsis_plan(profile: Profile, slo_s: float, num_workers: int, min_qps:
                       percentile: str = "p95", max_batch_size: int | None = None,
                       intervals: int = 100, iterations: int = 100, pareto: bool = True,
                       shortest_queue: bool = False, max_queue: int | None = None,
-                      reward: Reward = Reward.PER_DECISION) -> dict[str, Any]:
+                      reward: Reward = Reward.PER_DECISION, job_size: int = 1) -> dict[str, Any]:
     """A RAMSIS policy set for one deployment: one solved per-worker MDP per anticipated
     deployment load (total QPS over `num_workers` replicas) in [min_qps, max_qps], refined
     until neighbours' expected accuracy differs by <= `max_accuracy_gap`. The MDP's queue bound
     N is `max_queue` (default: the max batch size, the paper's model, where a batch may take the
     whole queue); a larger N keeps batches capped at the max batch size and lets the policy see
     queues up to N (jobs of many items) instead of lumping them into the full-queue state.
+    `job_size` J > 1 plans for calls of J items sharing a deadline (Poisson calls at load / J).
     Cost: one MDP solve per load (seconds each at N = 32, D = 100)."""
     model = LatencyModel.from_profile(profile, percentile, max_batch_size)
     if pareto:
@@ -98,7 +99,7 @@ def build_ramsis_plan(profile: Profile, slo_s: float, num_workers: int, min_qps:
 
     def solve_at(load: float) -> PolicyTable:
         spec = MDPSpec(slo_s, num_workers, load, queue, intervals, Discretization.FIXED_LENGTH,
-                       balancing, Batching.MAXIMAL, reward, max_batch=cap)
+                       balancing, Batching.MAXIMAL, reward, max_batch=cap, job_size=job_size)
         return PolicyTable.from_solved(solve(build_mdp(spec, model), iterations), model.names)
 
     step = coarse_step_qps if coarse_step_qps is not None else max((max_qps - min_qps) / 4, 1.0)
@@ -107,7 +108,7 @@ def build_ramsis_plan(profile: Profile, slo_s: float, num_workers: int, min_qps:
     return _finish({"kind": "ramsis_policy_set", "profile": profile.name, "slo_s": slo_s,
                     "num_workers": num_workers, "load_scope": "deployment",
                     "percentile": percentile, "max_batch_size": model.max_batch_size,
-                    "max_queue": queue, "reward": reward.value,
+                    "max_queue": queue, "reward": reward.value, "job_size": job_size,
                     "balancing": balancing.value, "tables": [t.to_dict() for t in tables]})
 
 

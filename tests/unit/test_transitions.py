@@ -119,3 +119,36 @@ def test_cap_equal_to_the_queue_bound_is_the_uncapped_mdp():
     b = build_mdp(MDPSpec(0.1, 4, 150.0, max_queue=6, intervals=10, max_batch=6), toy_model())
     np.testing.assert_array_equal(a.row_batch, b.row_batch)
     np.testing.assert_allclose(a.probs, b.probs)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+@pytest.mark.parametrize("job", [2, 4])
+def test_job_arrivals_rows_sum_to_one_and_queues_grow_by_whole_jobs(workers, job):
+    spec = MDPSpec(0.1, workers, 150.0, max_queue=8, intervals=10, max_batch=3, job_size=job)
+    mdp = build_mdp(spec, toy_model())
+    assert np.all(mdp.probs >= 0)
+    np.testing.assert_allclose(mdp.probs.sum(axis=1), 1.0, atol=1e-9)
+    space = mdp.space
+    # from the empty queue (wait), the next state is one whole job with the full SLO as slack
+    wait = int(np.nonzero(mdp.row_state == space.empty)[0][0])
+    target = space.index(job, space.num_slack - 1)
+    assert mdp.probs[wait, target] == pytest.approx(1.0)
+    # serving a whole queue leaves only multiples of the job size (or the full state)
+    n_max = space.max_queue
+    for r in range(mdp.num_rows):
+        s = int(mdp.row_state[r])
+        if s == space.empty or s == space.full:
+            continue
+        n = (s - 1) // space.num_slack + 1
+        if mdp.row_batch[r] == n:
+            reach = np.nonzero(mdp.probs[r] > 1e-12)[0]
+            counts = {(t - 1) // space.num_slack + 1 for t in reach
+                      if t not in (space.empty, space.full)}
+            assert all(c % job == 0 and c <= n_max for c in counts), (n, counts)
+
+
+def test_job_size_one_is_the_paper_model():
+    a = build_mdp(MDPSpec(0.1, 4, 150.0, max_queue=6, intervals=10, max_batch=3), toy_model())
+    b = build_mdp(MDPSpec(0.1, 4, 150.0, max_queue=6, intervals=10, max_batch=3, job_size=1),
+                  toy_model())
+    np.testing.assert_array_equal(a.probs, b.probs)

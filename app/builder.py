@@ -65,7 +65,6 @@ def ensure_plan(c: ClassifierConfig, cfg: AppConfig, profiles: dict[str, Path]) 
 
 def build_catalog(cfg: AppConfig) -> Catalog:
     from deployments.models.registry import load_model
-
     from profiling.artifacts import load_profile
 
     families: list[FamilyInfo] = []

@@ -13,19 +13,24 @@ from app.sim.request_metrics import summary_table
 
 
 def hops_p50_ms(run: LoadResult) -> float:
-    """p50 over calls of latency - (replica queue + compute) of ok answers: the time outside
-    the replica (HTTP, proxy, ingress, preprocess, Ray calls). A job is answered when its last
-    item is done, so a job counts once, with its slowest item's queue + compute."""
-    calls: dict[str, tuple[float, float]] = {}
+    """p50 over calls of the time a call spends outside its batches: latency - (end of its last
+    batch - start of its first), both measured from arrival (queue_ms + compute_ms, queue_ms).
+    At light load (no queueing at the replica) that is the serving stack's time: HTTP, proxy,
+    ingress, preprocess (decode), the Ray calls there and back. A job is answered when its last
+    item is done, so it counts once. (queue_ms runs from the ingress arrival, so it includes the
+    stack's time before the replica.)"""
+    calls: dict[str, tuple[float, float, float]] = {}
     for i, r in enumerate(run.records):
         if (r.outcome != "ok" or r.latency_ms is None or r.queue_ms is None
                 or r.compute_ms is None):
             continue
         key = r.job_id or f"item-{i}"
-        inside = r.queue_ms + r.compute_ms
+        start, end = r.queue_ms, r.queue_ms + r.compute_ms
         prev = calls.get(key)
-        calls[key] = (r.latency_ms, inside if prev is None else max(prev[1], inside))
-    rest = [lat - inside for lat, inside in calls.values()]
+        if prev is not None:
+            start, end = min(prev[1], start), max(prev[2], end)
+        calls[key] = (r.latency_ms, start, end)
+    rest = [lat - (end - start) for lat, start, end in calls.values()]
     return float(np.median(rest)) if rest else 0.0
 
 
@@ -80,7 +85,8 @@ def report(out: dict[str, Any]) -> str:
                  f"), live (best ramp goodput) {c['live_qps']:.1f} qps; ramp " + ", ".join(
                      f"{r['offered_qps']:.0f}->{r['goodput_qps']:.0f}" for r in c["ramp"]))
     si = out["sim_inputs"]
-    lines.append(f"simulator inputs: hops p50 {si['hops_p50_ms']:.1f} ms (light load), stack CPU "
+    lines.append(f"simulator inputs: hops p50 {si['hops_p50_ms']:.1f} ms (light load, outside "
+                 f"the batches), stack CPU "
                  f"{si['stack_cpu_ms_per_call']:.2f} ms/call (top ramp step), service "
                  f"{si['service']}")
     lines.append("CPU ms per call by process (all runs of the same batch together):")

@@ -41,3 +41,21 @@ def test_profile_capacity_picks_the_best_batch_within_half_the_slo() -> None:
     # 2 x latency <= 100 ms allows b <= 4 (50 ms): 2 replicas x 4 / 0.05 s = 160 qps.
     assert (est.batch_size, est.batch_latency_ms) == (4, pytest.approx(50.0))
     assert est.qps == pytest.approx(160.0)
+
+
+def test_hops_count_a_job_once_outside_its_batches() -> None:
+    from types import SimpleNamespace
+
+    from app.live_report import hops_p50_ms
+    from app.sim.request_metrics import RequestRecord
+
+    def rec(i: int, lat: float, queue: float, compute: float, job: str | None) -> RequestRecord:
+        return RequestRecord(index=i, scheduled_s=0, sent_s=0, outcome="ok", latency_ms=lat,
+                             queue_ms=queue, compute_ms=compute, job_id=job)
+
+    # a job of 3 items in two batches: first starts at 30 ms, last ends at 30 + 10 + 10 = 50 ms;
+    # answered at 70 ms -> 50 ms outside its batches (30 before, 20 after)
+    job = [rec(0, 70, 30, 10, "j"), rec(1, 70, 30, 10, "j"), rec(2, 70, 40, 10, "j")]
+    singles = [rec(3, 40, 25, 5, None), rec(4, 44, 20, 4, None)]  # 35 and 40 ms outside
+    assert hops_p50_ms(SimpleNamespace(records=job)) == pytest.approx(50.0)  # type: ignore[arg-type]
+    assert hops_p50_ms(SimpleNamespace(records=singles)) == pytest.approx(37.5)  # type: ignore[arg-type]

@@ -27,7 +27,6 @@ from policies.modality_online import (
     JobDrop,
     ModalityPolicy,
     ModalityQueueSnapshot,
-    ModalityTables,
     OptimizedPolicy,
     QueuedJob,
     QueuePlan,
@@ -55,6 +54,7 @@ from policies.modality_solvers import (
     solve_cell_exact,
     solve_cell_gekko,
 )
+from policies.modality_tables import ModalityTables
 
 __all__ = [
     "ABLATION_NAMES", "ACCURACY_EPS", "DEADLINE_EPS_S", "DROP_RULES", "POLICY_NAMES", "AggressivePolicy", "AgnosticPolicy",

@@ -12,15 +12,19 @@ import random
 from dataclasses import dataclass
 from enum import Enum
 
-from policies.modality_matrix import (
-    Strategy,
-    best_partitions,
-    level_index,
-    strategy_from_batches,
+import numpy as np
+
+from policies.modality_candidates import SMALL_QUEUE, FloatArray, IntArray
+from policies.modality_matrix import Strategy
+from policies.modality_replan import (
+    DROP_RULES,
+    ReplanJob,
+    ReplanOutcome,
+    is_feasible,
+    replan,
+    replan_packed,
 )
-from policies.modality_replan import DROP_RULES, CandidateSet, ReplanJob, is_feasible, replan
-from policies.modality_solvers import StrategyMatrix
-from policies.profile import LatencyModel
+from policies.modality_tables import ModalityTables
 from policies.types import Job
 
 
@@ -49,16 +53,26 @@ class DropReason(Enum):
     ACCURACY_INFEASIBLE = "accuracy_infeasible"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class JobAssignment:
     job_id: int
     strategy: Strategy
 
+    def __init__(self, job_id: int, strategy: Strategy) -> None:
+        # A plan holds one per queued job (docs/mosel.md, decision cost): filling the instance
+        # dict skips the frozen guard's object.__setattr__, about 40% of the construction.
+        fields = self.__dict__
+        fields["job_id"], fields["strategy"] = job_id, strategy
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class JobDrop:
     job_id: int
     reason: DropReason
+
+    def __init__(self, job_id: int, reason: DropReason) -> None:
+        fields = self.__dict__  # see JobAssignment
+        fields["job_id"], fields["reason"] = job_id, reason
 
 
 @dataclass(frozen=True)
@@ -70,37 +84,21 @@ class QueuePlan:
     method: str
 
 
-class ModalityTables:
-    """Everything the online stage precomputes from the offline matrix: candidate sets (with
-    hulls) per (job size, level) and the modality-agnostic strategy per job size."""
-
-    def __init__(self, matrix: StrategyMatrix, model: LatencyModel,
-                 all_modality_index: int) -> None:
-        self.matrix = matrix
-        self.model = model
-        self.all_modality_index = all_modality_index
-        levels = matrix.accuracy_levels
-        self._sets = tuple(
-            tuple(CandidateSet.of(matrix.candidates(n, a)) for a in levels)
-            for n in range(1, matrix.max_job_size + 1))
-        _, parts = best_partitions(model, all_modality_index, matrix.max_job_size)
-        self._agnostic = tuple(
-            strategy_from_batches(model, [(all_modality_index, b) for b in parts[n]])
-            for n in range(1, matrix.max_job_size + 1))
-        self._empty = CandidateSet.of(())
-
-    def options(self, num_requests: int, accuracy_slo: float) -> CandidateSet:
-        level = level_index(self.matrix.accuracy_levels, accuracy_slo)
-        if level is None:
-            return self._empty
-        return self._sets[num_requests - 1][level]
-
-    def agnostic(self, num_requests: int) -> Strategy:
-        return self._agnostic[num_requests - 1]
-
-
 def _edf(jobs: tuple[QueuedJob, ...]) -> list[QueuedJob]:
     return sorted(jobs, key=lambda q: (q.job.deadline_s, q.job.arrival_s, q.job.job_id))
+
+
+def _edf_order(jobs: tuple[QueuedJob, ...]) -> tuple[IntArray, FloatArray]:
+    """Positions of `_edf(jobs)` in `jobs`, and their deadlines. Sorting by deadline alone
+    gives the same order when the deadlines are distinct (checked); else the full key."""
+    deadlines = np.array([q.job.deadline_s for q in jobs], dtype=np.float64)
+    order: IntArray = deadlines.argsort(kind="stable")
+    ordered = deadlines[order]
+    if not (ordered[1:] > ordered[:-1]).all():  # ties (or NaN): the full key decides
+        key = [(q.job.deadline_s, q.job.arrival_s, q.job.job_id) for q in jobs]
+        order = np.array(sorted(range(len(jobs)), key=key.__getitem__), dtype=np.int64)
+        ordered = deadlines[order]
+    return order, ordered
 
 
 def _replan_jobs(tables: ModalityTables, queue: list[QueuedJob]) -> list[ReplanJob]:
@@ -126,13 +124,44 @@ class OptimizedPolicy:
             self.name = f"optimized-{drops}-drop"
 
     def decide(self, snapshot: ModalityQueueSnapshot, now_s: float) -> QueuePlan:
-        queue = _edf(snapshot.jobs)
-        jobs = _replan_jobs(self.tables, queue)
-        outcome = replan(max(now_s, snapshot.free_at_s), jobs, self.exact_max_plans,
-                         self.drops)
-        assignments = tuple(JobAssignment(jobs[p].job_id, jobs[p].candidates[c])
-                            for p, c in zip(outcome.kept, outcome.choices, strict=True))
-        return QueuePlan(assignments, _drops(jobs, outcome.dropped), outcome.method)
+        start_s = max(now_s, snapshot.free_at_s)
+        queue, deadlines, ids = self._packed_queue(snapshot.jobs)
+        job_ids = [q.job.job_id for q in queue]
+        if ids is None:  # unusual sizes or levels: the per-job path (same decisions)
+            replan_jobs = _replan_jobs(self.tables, queue)
+            outcome = replan(start_s, replan_jobs, self.exact_max_plans, self.drops)
+            return _plan(job_ids, [j.candidates for j in replan_jobs], outcome)
+        outcome = replan_packed(start_s, deadlines, ids, self.tables.packed,
+                                self.exact_max_plans, self.drops)
+        every = self.tables.packed.sets
+        return _plan(job_ids, [every[i].candidates for i in ids.tolist()], outcome)
+
+    def _packed_queue(self, jobs: tuple[QueuedJob, ...]
+                      ) -> tuple[list[QueuedJob], FloatArray, IntArray | None]:
+        """The EDF queue, its deadlines and candidate-set rows (None: use `options`)."""
+        if len(jobs) <= SMALL_QUEUE:  # plain Python: numpy's per-call cost dominates here
+            queue = _edf(jobs)
+            rows = [self.tables.set_id(q.job.num_requests, q.accuracy_slo) for q in queue]
+            deadlines = np.array([q.job.deadline_s for q in queue], dtype=np.float64)
+            if any(row is None for row in rows):
+                return queue, deadlines, None
+            return queue, deadlines, np.array(rows, dtype=np.int64)
+        order, deadlines = _edf_order(jobs)
+        ids = self.tables.set_ids(
+            np.array([q.job.num_requests for q in jobs], dtype=np.int64)[order],
+            np.array([q.accuracy_slo for q in jobs], dtype=np.float64)[order])
+        return [jobs[i] for i in order.tolist()], deadlines, ids
+
+
+def _plan(job_ids: list[int], candidates: list[tuple[Strategy, ...]],
+          outcome: ReplanOutcome) -> QueuePlan:
+    """The plan of a re-plan outcome (`job_ids`, `candidates`: per queue position, EDF)."""
+    assignments = tuple([JobAssignment(job_ids[p], candidates[p][c])
+                         for p, c in zip(outcome.kept, outcome.choices, strict=True)])
+    deadline, accuracy = DropReason.DEADLINE_INFEASIBLE, DropReason.ACCURACY_INFEASIBLE
+    dropped = tuple([JobDrop(job_ids[p], deadline if candidates[p] else accuracy)
+                     for p in outcome.dropped])
+    return QueuePlan(assignments, dropped, outcome.method)
 
 
 def _drops(jobs: list[ReplanJob], positions: tuple[int, ...] | list[int]) -> tuple[JobDrop, ...]:

@@ -22,57 +22,38 @@ What is guaranteed:
 - `replan_exact` (depth-first branch and bound) is optimal; ties are broken toward the
   smaller sum of completion times. It is used when the queue is short.
 - `replan_greedy` is a Lagrangian threshold on the jobs' convex-hull upgrade steps (one
-  global accuracy-per-second price, found by bisection with vectorized feasibility checks),
-  followed by a backward fill pass that spends every remaining slack. It is feasible by
-  construction, not always optimal; tests measure its gap against the exact solver.
+  global accuracy-per-second price, the first infeasible one found by vectorized feasibility
+  checks over windows of prices), followed by a backward fill pass that spends every
+  remaining slack. It is feasible by construction, not always optimal; tests measure its gap
+  against the exact solver.
+
+The work happens on arrays (`replan_packed`; drops in `modality_drops`, greedy in
+`modality_greedy`): the policy packs all candidate sets once (`PackedSets`), so a queue is a
+vector of deadlines and a vector of set ids; the functions taking `ReplanJob` lists pack them.
 """
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
+from policies.modality_candidates import (
+    DEADLINE_EPS_S,
+    SMALL_QUEUE,
+    CandidateSet,
+    FloatArray,
+    IntArray,
+    PackedSets,
+)
+from policies.modality_drops import drop_fewest_lists, walk
+from policies.modality_greedy import greedy_choices
 from policies.modality_matrix import Strategy
 
-DEADLINE_EPS_S = 1e-9
 DROP_RULES = ("fewest", "violator")
-
-
-@dataclass(frozen=True)
-class CandidateSet:
-    """Pareto candidates of one (job size, accuracy level) and their upper concave hull in
-    (latency, accuracy points): `hull` indexes candidates; step i goes hull[i] -> hull[i+1]."""
-
-    candidates: tuple[Strategy, ...]
-    latencies_s: tuple[float, ...]
-    hull: tuple[int, ...]
-    ratios: tuple[float, ...]
-    delta_latency_s: tuple[float, ...]
-
-    @classmethod
-    def of(cls, candidates: tuple[Strategy, ...]) -> CandidateSet:
-        hull: list[int] = []
-        for i, s in enumerate(candidates):
-            while len(hull) >= 2:
-                a, b = candidates[hull[-2]], candidates[hull[-1]]
-                left = (b.accuracy_points - a.accuracy_points) * (s.latency_s - b.latency_s)
-                right = (s.accuracy_points - b.accuracy_points) * (b.latency_s - a.latency_s)
-                if left <= right:  # b lies on or under the chord a -> s
-                    hull.pop()
-                else:
-                    break
-            hull.append(i)
-        ratios, deltas = [], []
-        for lo, hi in zip(hull, hull[1:], strict=False):
-            dl = candidates[hi].latency_s - candidates[lo].latency_s
-            dv = candidates[hi].accuracy_points - candidates[lo].accuracy_points
-            ratios.append(dv / dl if dl > 0 else float("inf"))
-            deltas.append(dl)
-        return cls(candidates, tuple(s.latency_s for s in candidates), tuple(hull),
-                   tuple(ratios), tuple(deltas))
+__all__ = ["DEADLINE_EPS_S", "DROP_RULES", "CandidateSet", "ReplanJob", "ReplanOutcome",
+           "drop_fewest", "drop_pass", "is_feasible", "replan", "replan_exact",
+           "replan_greedy", "replan_packed"]
 
 
 @dataclass(frozen=True)
@@ -98,19 +79,17 @@ class ReplanOutcome:
     method: str
 
 
+def _pack(jobs: list[ReplanJob]) -> tuple[FloatArray, IntArray, PackedSets]:
+    deadlines = np.array([j.deadline_s for j in jobs], dtype=np.float64)
+    return deadlines, np.arange(len(jobs), dtype=np.int64), PackedSets.of(
+        [j.options for j in jobs])
+
+
 def drop_pass(start_s: float, jobs: list[ReplanJob]) -> tuple[list[int], list[int]]:
     """Positions kept / dropped: a job is dropped iff it misses at all-fastest (see module)."""
-    t, kept, dropped = start_s, [], []
-    for pos, job in enumerate(jobs):
-        if not job.candidates:
-            dropped.append(pos)
-            continue
-        end = t + job.candidates[0].latency_s
-        if end > job.deadline_s + DEADLINE_EPS_S:
-            dropped.append(pos)
-        else:
-            kept.append(pos)
-            t = end
+    deadlines, _, packed = _pack(jobs)
+    kept, dropped, _ = walk(start_s, packed.fastest_s.tolist(),
+                            (deadlines + DEADLINE_EPS_S).tolist(), packed.num_candidates.tolist())
     return kept, dropped
 
 
@@ -121,40 +100,10 @@ def drop_fewest(start_s: float, jobs: list[ReplanJob],
     1||sum w_j U_j with w = job size, over dropped requests d <= what `drop_pass` drops;
     among equal d, the drop set whose kept jobs end earliest. Only the jobs up to the last
     one late with nothing dropped can matter. Above `max_jobs` such jobs, `drop_pass`."""
-    kept, dropped = drop_pass(start_s, jobs)
-    sizes = [j.candidates[0].num_requests if j.candidates else 0 for j in jobs]
-    width = sum(sizes[p] for p in dropped) + 1  # drop_pass's choice bounds the optimum
-    t, stages = start_s, 0
-    for k, job in enumerate(jobs):
-        if job.candidates:
-            t += job.candidates[0].latency_s
-            stages = k + 1 if t > job.deadline_s + DEADLINE_EPS_S else stages
-    if width == 1 or stages > max_jobs:
-        return kept, dropped
-    finish = np.full(width, np.inf)  # finish[d]: earliest end dropping exactly d requests
-    finish[0] = start_s
-    keep, skip = np.empty(width), np.empty(width)
-    dropped_at = np.ones((stages, width), dtype=np.bool_)
-    for k in range(stages):
-        job, n = jobs[k], sizes[k]
-        if not job.candidates:
-            continue  # accuracy-infeasible: always dropped, costs no time
-        np.add(finish, job.candidates[0].latency_s, out=keep)
-        keep[keep > job.deadline_s + DEADLINE_EPS_S] = np.inf
-        skip[:n] = np.inf
-        skip[n:] = finish[:max(width - n, 0)]
-        np.less(skip, keep, out=dropped_at[k])
-        np.minimum(keep, skip, out=finish)
-    d = int(np.argmax(np.isfinite(finish)))
-    kept = [p for p in range(stages, len(jobs)) if jobs[p].candidates]
-    dropped = [p for p in range(stages, len(jobs)) if not jobs[p].candidates]
-    for k in range(stages - 1, -1, -1):
-        if dropped_at[k, d]:
-            dropped.append(k)
-            d -= sizes[k]
-        else:
-            kept.append(k)
-    return sorted(kept), sorted(dropped)
+    deadlines, _, packed = _pack(jobs)
+    return drop_fewest_lists(start_s, packed.fastest_s.tolist(),
+                             (deadlines + DEADLINE_EPS_S).tolist(), packed.num_requests.tolist(),
+                             packed.num_candidates.tolist(), max_jobs)
 
 
 def is_feasible(start_s: float, jobs: list[ReplanJob], choices: list[int]) -> bool:
@@ -209,89 +158,59 @@ def replan_exact(start_s: float, jobs: list[ReplanJob],
 def replan_greedy(start_s: float, jobs: list[ReplanJob]) -> list[int]:
     """Lagrangian threshold over hull steps, then a backward fill (see module docstring).
     Precondition: all-fastest is feasible (run `drop_pass` first)."""
-    n = len(jobs)
-    width = max((len(j.options.ratios) for j in jobs), default=0)
-    hull_steps = [0] * n
-    if width:
-        ratios = np.full((n, width), -np.inf)
-        deltas = np.zeros((n, width))
-        for i, j in enumerate(jobs):
-            m = len(j.options.ratios)
-            ratios[i, :m] = j.options.ratios
-            deltas[i, :m] = j.options.delta_latency_s
-        base = np.array([j.candidates[0].latency_s for j in jobs])
-        budget = np.array([j.deadline_s for j in jobs]) - start_s + DEADLINE_EPS_S
-        hull_steps = _threshold_steps(ratios, deltas, base, budget)
-    choices = [j.options.hull[h] for j, h in zip(jobs, hull_steps, strict=True)]
-    return _backward_fill(start_s, jobs, choices)
-
-
-def _threshold_steps(ratios: npt.NDArray[np.float64], deltas: npt.NDArray[np.float64],
-                     base: npt.NDArray[np.float64], budget: npt.NDArray[np.float64]) -> list[int]:
-    """Hull steps per job at the lowest feasible price (bisection over the step ratios)."""
-    prices = np.unique(ratios[np.isfinite(ratios)])[::-1]
-
-    def steps_at(price: float) -> npt.NDArray[np.bool_]:
-        taken: npt.NDArray[np.bool_] = ratios >= price
-        return taken
-
-    def feasible(price: float) -> bool:
-        lat = base + (deltas * steps_at(price)).sum(axis=1)
-        return bool((np.cumsum(lat) <= budget).all())
-
-    lo, hi = 0, len(prices)  # prices[:lo] known feasible; answer = largest feasible count
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if feasible(float(prices[mid - 1])):
-            lo = mid
-        else:
-            hi = mid - 1
-    if lo == 0:
-        return [0] * len(base)
-    counts = steps_at(float(prices[lo - 1])).sum(axis=1)
-    return [int(c) for c in counts]
-
-
-def _backward_fill(start_s: float, jobs: list[ReplanJob], choices: list[int]) -> list[int]:
-    """Raise each job, last first, to its most accurate candidate that fits the headroom
-    min over k >= job of (deadline_k - finish_k); O(n log c), feasibility preserved."""
-    n = len(jobs)
-    finish, t = [0.0] * n, start_s
-    for k in range(n):
-        t += jobs[k].candidates[choices[k]].latency_s
-        finish[k] = t
-    headroom_after = float("inf")
-    out = list(choices)
-    for k in range(n - 1, -1, -1):
-        job = jobs[k]
-        headroom = min(job.deadline_s + DEADLINE_EPS_S - finish[k], headroom_after)
-        current = job.candidates[out[k]].latency_s
-        lats = job.options.latencies_s
-        best = bisect.bisect_right(lats, current + max(headroom, 0.0)) - 1
-        if best > out[k]:
-            headroom -= lats[best] - current
-            out[k] = best
-        headroom_after = headroom
-    return out
+    deadlines, ids, packed = _pack(jobs)
+    return greedy_choices(start_s, deadlines, ids, packed)
 
 
 def replan(start_s: float, jobs: list[ReplanJob], exact_max_plans: int = 512,
            drops: str = "fewest") -> ReplanOutcome:
     """Drop the jobs no assignment can save, then choose strategies for the rest: exactly
     when the queue has at most `exact_max_plans` candidate combinations, else greedily."""
-    kept, dropped = drop_fewest(start_s, jobs) if drops == "fewest" else drop_pass(start_s, jobs)
-    live = [jobs[p] for p in kept]
-    top = [len(j.candidates) - 1 for j in live]
-    if is_feasible(start_s, live, top):
-        return ReplanOutcome(tuple(kept), tuple(top), tuple(dropped), "all-max")
+    deadlines, ids, packed = _pack(jobs)
+    return replan_packed(start_s, deadlines, ids, packed, exact_max_plans, drops)
+
+
+def replan_packed(start_s: float, deadlines_s: FloatArray, ids: IntArray, packed: PackedSets,
+                  exact_max_plans: int = 512, drops: str = "fewest") -> ReplanOutcome:
+    """`replan` for a queue given as deadlines and rows of `packed` (EDF order)."""
+    every, set_ids = packed.sets, ids.tolist()
+    limit_s, fastest_s, sizes, counts = _queue_lists(deadlines_s, ids, set_ids, packed)
+    if drops == "fewest":
+        kept, dropped = drop_fewest_lists(start_s, fastest_s, limit_s, sizes, counts)
+    else:
+        kept, dropped, _ = walk(start_s, fastest_s, limit_s, counts)
+    t = start_s
+    for p in kept:  # all-max, until the first miss
+        t += every[set_ids[p]].latencies_s[-1]
+        if t > limit_s[p]:
+            break
+    else:
+        return ReplanOutcome(tuple(kept), tuple(counts[p] - 1 for p in kept), tuple(dropped),
+                             "all-max")
     plans = 1
-    for j in live:
-        plans *= len(j.candidates)
+    for p in kept:
+        plans *= counts[p]
         if plans > exact_max_plans:
             break
     if plans <= exact_max_plans:
-        exact = replan_exact(start_s, live, max_nodes=4 * exact_max_plans)
+        jobs = [ReplanJob(p, float(deadlines_s[p]), every[set_ids[p]]) for p in kept]
+        exact = replan_exact(start_s, jobs, max_nodes=4 * exact_max_plans)
         if exact is not None:
             return ReplanOutcome(tuple(kept), tuple(exact), tuple(dropped), "exact")
-    return ReplanOutcome(tuple(kept), tuple(replan_greedy(start_s, live)), tuple(dropped),
-                         "greedy")
+    at = np.array(kept, dtype=np.int64)
+    choices = greedy_choices(start_s, deadlines_s[at], ids[at], packed)
+    return ReplanOutcome(tuple(kept), tuple(choices), tuple(dropped), "greedy")
+
+
+def _queue_lists(deadlines_s: FloatArray, ids: IntArray, set_ids: list[int], packed: PackedSets
+                 ) -> tuple[list[float], list[float], list[int], list[int]]:
+    """Per job: deadline + DEADLINE_EPS_S, fastest latency, requests, candidates. Read from
+    the sets on a few jobs (cheaper), else gathered from the packed arrays (same values)."""
+    if len(set_ids) > SMALL_QUEUE:
+        return ((deadlines_s + DEADLINE_EPS_S).tolist(), packed.fastest_s[ids].tolist(),
+                packed.num_requests[ids].tolist(), packed.num_candidates[ids].tolist())
+    sets = [packed.sets[i] for i in set_ids]
+    return ([d + DEADLINE_EPS_S for d in deadlines_s.tolist()],
+            [s.latencies_s[0] if s.candidates else 0.0 for s in sets],
+            [s.candidates[0].num_requests if s.candidates else 0 for s in sets],
+            [len(s.candidates) for s in sets])

@@ -1,6 +1,7 @@
 """MOSEL benchmark: four policies x two profiles on the Twitter-shaped load, plus decision costs.
 
     .venv/bin/python scripts/bench_mosel.py --out results/mosel
+    .venv/bin/python scripts/bench_mosel.py --cost-only     # re-plan decision cost only
 
 Prints a table, writes mosel.json and mosel.png to --out.
 """
@@ -85,6 +86,12 @@ def matrix_build_times(profile: str, gekko_sizes: int, gekko_levels: int) -> dic
     return out
 
 
+def _print_cost(profile: str, cost: dict[str, float]) -> None:
+    print(f"  {profile}: re-plan {cost['jobs']:.0f} jobs wall p50 {cost['p50_ms']:.3f} / p99 "
+          f"{cost['p99_ms']:.3f} ms, cpu p50 {cost['cpu_p50_ms']:.3f} / p99 "
+          f"{cost['cpu_p99_ms']:.3f} ms ({cost['trials']:.0f} trials)", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path, default=Path("results/mosel"))
@@ -97,8 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replan-trials", type=int, default=2000)
     ap.add_argument("--gekko-sizes", type=int, default=8)
     ap.add_argument("--gekko-levels", type=int, default=5)
+    ap.add_argument("--cost-only", action="store_true",
+                    help="only the re-plan decision cost: no suite, no matrix build, no files")
     args = ap.parse_args(argv)
     profiles = [args.profile] if args.profile else args.profiles
+    if args.cost_only:
+        for prof in profiles:
+            for jobs in args.replan_jobs:
+                _print_cost(prof, replan_cost(prof, jobs, args.replan_trials, seed=0))
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     results = run_mosel_suite(profiles, args.seeds, args.workers)
     results.update({"replan_cost": [], "matrix_build": []})
@@ -110,9 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         for jobs in args.replan_jobs:
             cost = replan_cost(prof, jobs, args.replan_trials, seed=0)
             results["replan_cost"].append({"profile": prof, **cost})
-            print(f"  {prof}: re-plan {jobs} jobs wall p50 {cost['p50_ms']:.3f} / p99 "
-                  f"{cost['p99_ms']:.3f} ms, cpu p50 {cost['cpu_p50_ms']:.3f} / p99 "
-                  f"{cost['cpu_p99_ms']:.3f} ms ({cost['trials']} trials)")
+            _print_cost(prof, cost)
         print(f"  {prof}: matrix 64x20 exact {build['exact_64x20_s']:.3f} s; "
               f"{args.gekko_sizes}x{args.gekko_levels} grid: exact {build['exact_small_s']:.3f} s, "
               f"gekko {build.get('gekko_small_s')} s, agreeing cells "

@@ -140,7 +140,8 @@ def serve_memory() -> list[ProcessMemory]:
 
 def serve_cpu_s() -> dict[str, float]:
     """CPU seconds (user + system) used so far by each live actor process, by actor class
-    name (summed over replicas), plus this driver process ("driver": the load generator)."""
+    name (summed over replicas), plus this driver process ("driver": the load generator) and
+    the whole machine ("machine")."""
     import psutil
     from ray._private import state
 
@@ -154,6 +155,9 @@ def serve_cpu_s() -> dict[str, float]:
         out[name] = out.get(name, 0.0) + t.user + t.system
     me = psutil.Process().cpu_times()
     out["driver"] = me.user + me.system
+    t = psutil.cpu_times()  # the whole machine, every process (Ray's own, other jobs') included
+    out["machine"] = t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0) \
+        + getattr(t, "softirq", 0.0)
     return out
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from ray import serve
 
@@ -100,11 +101,17 @@ class Classifier:
 
     def _run_batch(self, variant: Variant, task: str,
                    items: list[dict[str, Any]]) -> list[Any]:
-        if self.device.type != "cpu":
-            items = [{k: v.to(self.device) if isinstance(v, torch.Tensor) else v
-                      for k, v in it.items()} for it in items]
+        items = [{k: self._tensor(v) for k, v in it.items()} for it in items]
         with torch.inference_mode():
             return list(self.model.run(variant, task, items))
+
+    def _tensor(self, value: Any) -> Any:
+        """Items arrive with numpy arrays (see `preprocess.to_wire`); models take tensors."""
+        if isinstance(value, np.ndarray):  # zero-copy buffers may be read-only
+            value = torch.from_numpy(value if value.flags.writeable else value.copy())
+        if isinstance(value, torch.Tensor) and self.device.type != "cpu":
+            value = value.to(self.device)
+        return value
 
     def ping(self) -> str:
         """Cheap call callers use to warm their handle (router set-up) before real traffic."""

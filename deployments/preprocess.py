@@ -42,8 +42,17 @@ def decode_items(model: Any, task: str, items: tuple[dict[str, Any], ...]) -> De
     return DecodeResult(items=tuple(decoded))
 
 
+def to_wire(tensors: dict[str, Any]) -> dict[str, Any]:
+    """CPU tensors as numpy arrays for the trip to the classifier: Ray pickles each torch tensor
+    through torch's own reducer (~0.2 ms per tensor, 6 ms for a job of 32 items, on each side),
+    a numpy array in microseconds. The classifier turns them back into tensors."""
+    return {k: v.numpy() if isinstance(v, torch.Tensor) and v.device.type == "cpu" else v
+            for k, v in tensors.items()}
+
+
 def work_items(call: ClassifyCall, tensors: tuple[dict[str, Any], ...]) -> list[WorkItem]:
-    return [WorkItem(item_id=item_id, task=call.task, tensors=t, arrival_s=call.arrival_s,
+    return [WorkItem(item_id=item_id, task=call.task, tensors=to_wire(t),
+                     arrival_s=call.arrival_s,
                      deadline_s=call.deadline_s, utility=call.utility,
                      min_accuracy=call.min_accuracy, job_id=call.job_id,
                      job_size=len(call.item_ids))

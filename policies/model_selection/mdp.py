@@ -122,7 +122,8 @@ class _Streams:
                 self._cache[key] = calls
             else:
                 out = np.zeros((calls.shape[0], self.space.size))
-                np.add.at(out, (slice(None), self._to_items), calls)
+                for col, target in enumerate(self._to_items):  # several calls -> one full state
+                    out[:, target] += calls[:, col]
                 self._cache[key] = out
         return self._cache[key]
 

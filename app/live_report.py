@@ -34,6 +34,12 @@ def hops_p50_ms(run: LoadResult) -> float:
     return float(np.median(rest)) if rest else 0.0
 
 
+# sim: the profile as measured; simstack: + the serving stack as a front stage (its CPU per
+# call at the top ramp step); simload: the profile slowed by the contention factor measured on
+# the static configuration at its capacity (app/live_calibration.py)
+SIM_KINDS = ("sim", "simstack", "simload")
+
+
 def checks(out: dict[str, Any], policy: str) -> dict[str, Any]:
     runs, sims = out["runs"], out["sim"]
     static, adapt = runs["static_2x"], runs[f"{policy}_2x"]
@@ -45,7 +51,7 @@ def checks(out: dict[str, Any], policy: str) -> dict[str, Any]:
     }
     fidelity = {}
     for name in ("static_2x", f"{policy}_2x"):
-        for kind in ("sim", "simstack"):
+        for kind in SIM_KINDS:
             live, sim = runs[name], sims[f"{kind}_{name}"]
             f = fidelity[f"{kind}_{name}"] = {
                 "accuracy_live": live.accuracy_of_satisfied,
@@ -63,10 +69,9 @@ def checks(out: dict[str, Any], policy: str) -> dict[str, Any]:
         "attainment_admitted>=95%": res["adaptive_attainment_admitted"] >= 0.95,
         "overhead_ratio<=1.3": res["overhead_ratio"] <= 1.3,
         "memory<=6GiB": res["memory_total_mib"] <= 6 * 1024,
-        "sim_within_2pts": all(abs(v) <= 2.0 for k, v in res.items()
-                               if k.startswith("sim_") and k.endswith("_pts")),
-        "simstack_within_2pts": all(abs(v) <= 2.0 for k, v in res.items()
-                                    if k.startswith("simstack_") and k.endswith("_pts")),
+        **{f"{kind}_within_2pts": all(abs(v) <= 2.0 for k, v in res.items()
+                                      if k.startswith(f"{kind}_") and k.endswith("_pts"))
+           for kind in SIM_KINDS},
     }
     return res
 
@@ -88,7 +93,8 @@ def report(out: dict[str, Any]) -> str:
     lines.append(f"simulator inputs: hops p50 {si['hops_p50_ms']:.1f} ms (light load, outside "
                  f"the batches), stack CPU "
                  f"{si['stack_cpu_ms_per_call']:.2f} ms/call (top ramp step), service "
-                 f"{si['service']}")
+                 f"{si['service']}, contention factor {si.get('contention_factor', 1.0):.2f} "
+                 f"({si.get('contention_step', '-')})")
     lines.append("CPU ms per call by process (all runs of the same batch together):")
     for run, cpu in out["cpu_ms_per_call"].items():
         top = sorted(cpu.items(), key=lambda kv: -kv[1])[:6]

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 from app import live_bench as lb  # noqa: E402
+from app.live_calibration import contention_factor, scaled_profile  # noqa: E402
 from app.live_report import checks, hops_p50_ms, report  # noqa: E402
 from app.loadgen import LoadgenConfig, LoadResult, Payload, run_load  # noqa: E402
 from app.loadgen_report import plot_runs, write_json  # noqa: E402
@@ -219,22 +220,30 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     top = b.cpu_ms[f"ramp_{len(steps) - 1}"]
     stack_ms = sum(v for k, v in top.items() if k.endswith((":Ingress", ":Preprocess"))
                    or k.startswith("ProxyActor"))
+    # the model's slowdown inside the serving stack, measured on the static configuration at
+    # its capacity (the ramp step with the best goodput), applied to every variant ("simload")
+    best_step = max(range(len(steps)), key=lambda i: steps[i]["goodput_qps"])
+    factor = contention_factor(b.runs[f"ramp_{best_step}"].records, profile)
+    loaded = scaled_profile(profile, factor)
     out["sim_inputs"] = {"hops_p50_ms": hops_ms, "stack_cpu_ms_per_call": stack_ms,
-                         "service": a.sim_service}
+                         "service": a.sim_service, "contention_factor": factor,
+                         "contention_step": f"ramp_{best_step}"}
     sims: dict[str, LoadSummary] = {}
     series: dict[str, Any] = {}
     for run_name, run_args in (("static_2x", static_args), (f"{a.policy}_2x", adapt_args)):
         c = load_config(run_args).classifier(a.family)
         plan = read_plan(cfg.paths.plans_dir, a.family, task, c.policy)
         series[f"live {run_name}"] = b.runs[run_name].series
-        for kind, front in (("sim", 0.0), ("simstack", stack_ms)):
+        for kind, front, served in (("sim", 0.0, profile), ("simstack", stack_ms, profile),
+                                    ("simload", 0.0, loaded)):
             sim_cfg = SchedulerSimConfig(
                 replicas=b.k, slo_ms=b.slo_ms, routing="pow2", service=a.sim_service,
                 max_batch_size=c.max_batch_size, overhead_ms=hops_ms,
                 load_window_s=cfg.controller.window_s,
                 max_ongoing=max(2 * c.max_queued_items, 64), max_queued_items=c.max_queued_items,
                 task=task, job_size=a.job_size, front_ms_per_call=front, seed=a.seed)
-            sim = simulate(profile, lambda _k, c=c, plan=plan: build_task_policy(
+            # the policy decides from the profile it knows; `served` sets the service times
+            sim = simulate(served, lambda _k, c=c, plan=plan: build_task_policy(
                 c, profile, plan).scheduler, arrivals, spec.duration_s, sim_cfg)
             sims[f"{kind}_{run_name}"] = sim.summary
             series[f"{kind} {run_name}"] = timeseries(sim.records, spec.duration_s, b.slo_ms)

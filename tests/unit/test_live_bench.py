@@ -59,3 +59,19 @@ def test_hops_count_a_job_once_outside_its_batches() -> None:
     singles = [rec(3, 40, 25, 5, None), rec(4, 44, 20, 4, None)]  # 35 and 40 ms outside
     assert hops_p50_ms(SimpleNamespace(records=job)) == pytest.approx(50.0)  # type: ignore[arg-type]
     assert hops_p50_ms(SimpleNamespace(records=singles)) == pytest.approx(37.5)  # type: ignore[arg-type]
+
+
+def test_contention_factor_and_scaled_profile() -> None:
+    from app.live_calibration import contention_factor, scaled_profile
+    from app.sim.request_metrics import RequestRecord
+
+    v = Variant(name="m", model="m", modalities=frozenset({"image"}))
+    prof = Profile("p", "cpu", (VariantProfile(v, 0.9, (
+        LatencyPoint(1, 2.0, 3.0, 4.0, 2.5), LatencyPoint(8, 10.0, 12.0, 13.0, 10.5))),))
+    recs = [RequestRecord(index=i, scheduled_s=0, sent_s=0, outcome="ok", variant="m",
+                          batch_size=b, compute_ms=c)
+            for i, (b, c) in enumerate([(8, 15.0), (8, 12.0), (1, 3.0), (4, 99.0)])]
+    assert contention_factor(recs, prof) == pytest.approx(1.5)  # (4, 99) has no profile point
+    fast = scaled_profile(prof, 1.5).by_name("m").latency[1]
+    assert (fast.p50_ms, fast.p95_ms, fast.mean_ms) == pytest.approx((15.0, 18.0, 15.75))
+    assert scaled_profile(prof, 1.5).by_name("m").accuracy == 0.9

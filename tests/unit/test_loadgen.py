@@ -17,6 +17,7 @@ from app.loadgen import LoadgenConfig, build_payloads, format_summary, run_load
 from app.loadgen_report import plot_runs, write_json
 from app.sim.request_metrics import RequestRecord, summarize
 from app.sim.trace_spec import TraceSpec, arrival_times
+from tests.conftest import needs_shared
 
 
 def _answer(inputs: dict[str, Any], rid: str) -> tuple[int, dict[str, Any]]:
@@ -211,8 +212,12 @@ def test_trace_specs() -> None:
     p1 = arrival_times(TraceSpec("poisson", 100.0, 5.0, seed=1))
     assert np.array_equal(p1, arrival_times(TraceSpec("poisson", 100.0, 5.0, seed=1)))
     assert 400 < p1.size < 600 and p1.max() < 5.0
+    with pytest.raises(ValueError, match="trace"):
+        TraceSpec("bursty", 1.0, 1.0)
+
+
+@needs_shared  # the Twitter slice lives in ../shared/data/ramsis
+def test_twitter_trace_spec() -> None:
     tw = arrival_times(TraceSpec("twitter", 50.0, 60.0, peak_qps=150.0, seed=0))
     per_s = np.bincount(tw.astype(int), minlength=60)
     assert 40 < per_s.mean() < 160 and tw.max() < 60.0
-    with pytest.raises(ValueError, match="trace"):
-        TraceSpec("bursty", 1.0, 1.0)

@@ -200,10 +200,10 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         spec = TraceSpec(a.trace, 2 * live_cap / a.job_size, a.duration_s, seed=a.seed)
         b.load("static_2x", b.base, spec, a.job_size)
         # the adaptive plan expects the runs' calls: jobs of --job-size items sharing a deadline
-        plan = {**(lb.classifier_args(b.args, a.family).get("plan") or {}),
-                "job_size": a.job_size}
+        adapt_plan = {**(lb.classifier_args(b.args, a.family).get("plan") or {}),
+                      "job_size": a.job_size}
         adapt_args = lb.with_classifier(b.args, a.family, policy=a.policy, num_replicas=b.k,
-                                        plan=plan)
+                                        plan=adapt_plan)
         out["deploy_adaptive_s"] = lb.deploy_app(adapt_args, b.base)
         b.load("warmup_adaptive", b.base,
                TraceSpec("poisson", live_cap / a.job_size, 5.0, seed=a.seed + 1), a.job_size)

@@ -8,9 +8,10 @@ the same recipe (AdamW, one-cycle, label smoothing, fresh augmented views every 
 - "family/cnn-s", "family/cnn-m", "family/cnn-l": two conv3x3 + max-pool stages (width w, 2w),
   then a 128-unit hidden layer, for w = 8, 16, 32;
 - "family/cnn-xl": a VGG-style net with batch norm, three stages of two conv3x3 (96, 192, 384
-  channels), global average pooling and a linear head: about 85 M multiply-adds per image, ~25x
-  the latency of cnn-l at batch 8, so that the most accurate variant's compute outweighs the serving stack's
-  per-request cost (as a production-sized model's does) and model selection has something to win.
+  channels), global average pooling and a linear head: about 85 M multiply-adds per image, ~15x
+  the latency of cnn-l at batch 8, so that the most accurate variant's compute outweighs the
+  serving stack's per-request cost (as a production-sized model's does) and model selection has
+  something to win.
 
 On the held-out test split they lie on an accuracy-latency Pareto front (bigger = slower and more
 accurate; see docs/models.md for the measured numbers). `Variant.model` is the variant name.

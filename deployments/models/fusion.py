@@ -13,7 +13,8 @@ Trained with modality dropout: every batch's loss is that of all three modalitie
 one uniformly random proper subset, so all 7 subsets work and the full input, which serving uses
 whenever load allows, is trained on every step. (One uniform subset per batch, the first recipe,
 left the full-input accuracy within a few points of the image alone and on another CPU's
-floating-point rounding below it.) variants "fusion/<m1>+<m2>..." in the order image, audio, text. Task: "digits" (10 classes).
+floating-point rounding below it.) Variants "fusion/<m1>+<m2>..." in the order image, audio,
+text. Task: "digits" (10 classes).
 See `multimodal.py` for how the three partial views are derived from the pixels (no label leak).
 
 Wire format (`decode`): every request carries all three modalities (variants choose which to use):

@@ -229,7 +229,6 @@ def _spread(space: StateSpace, counts: NDArray[Any], remaining: int,
     n_next = remaining + np.arange(num_k)[None, :]  # (1, k)
     targets = np.where(n_next > space.max_queue, space.full,
                        1 + (n_next - 1) * space.num_slack + j_next[:, None])
-    targets = np.where(n_next <= 0, space.empty, targets)
     probs = np.zeros((counts.shape[0], space.size))
     rows_idx = np.repeat(np.arange(counts.shape[0]), num_k)
     np.add.at(probs, (rows_idx, targets.reshape(-1)), counts[:, :-1].reshape(-1))

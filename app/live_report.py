@@ -34,10 +34,9 @@ def hops_p50_ms(run: LoadResult) -> float:
     return float(np.median(rest)) if rest else 0.0
 
 
-# sim: the profile as measured; simstack: + the serving stack as a front stage (its CPU per
-# call at the top ramp step); simload: the profile slowed by the contention factor measured on
-# the static configuration at its capacity (app/live_calibration.py)
-SIM_KINDS = ("sim", "simstack", "simload")
+# sim: batch times from the profile, a constant stack time per call; simcal: batch and stack
+# times as the live server measured them in calibration runs (app/sim/served.py)
+SIM_KINDS = ("sim", "simcal")
 
 
 def checks(out: dict[str, Any], policy: str) -> dict[str, Any]:
@@ -90,11 +89,11 @@ def report(out: dict[str, Any]) -> str:
                  f"), live (best ramp goodput) {c['live_qps']:.1f} qps; ramp " + ", ".join(
                      f"{r['offered_qps']:.0f}->{r['goodput_qps']:.0f}" for r in c["ramp"]))
     si = out["sim_inputs"]
-    lines.append(f"simulator inputs: hops p50 {si['hops_p50_ms']:.1f} ms (light load, outside "
-                 f"the batches), stack CPU "
-                 f"{si['stack_cpu_ms_per_call']:.2f} ms/call (top ramp step), service "
-                 f"{si['service']}, contention factor {si.get('contention_factor', 1.0):.2f} "
-                 f"({si.get('contention_step', '-')})")
+    lines.append(f"simulator inputs: sim: hops p50 {si['hops_p50_ms']:.1f} ms (light load, "
+                 f"outside the batches), service {si['service']}; simcal: "
+                 f"{si['calibration_calls']} calls of {', '.join(si['calibration_runs'])}, stack "
+                 f"p50 {si['stack_p50_ms']:.1f} ms, live/profile batch time x"
+                 f"{si['served_factor']:.2f}, measured pairs {', '.join(si['served_pairs'])}")
     lines.append("CPU ms per call by process (all runs of the same batch together):")
     for run, cpu in out["cpu_ms_per_call"].items():
         top = sorted(cpu.items(), key=lambda kv: -kv[1])[:6]

@@ -113,7 +113,8 @@ def _result_record(base: dict[str, Any], res: Any, label: int | None) -> Request
         variant=dec.get("variant"), batch_size=dec.get("batch_size"),
         queue_ms=dec.get("queue_ms"), compute_ms=dec.get("compute_ms"),
         expected_accuracy=dec.get("expected_accuracy"), replica=dec.get("replica"),
-        job_id=res.get("job_id"), error=res.get("error"))
+        job_id=res.get("job_id"), error=res.get("error"), server_ms=res.get("latency_ms"),
+        dispatch_ms=dec.get("dispatch_ms"))
 
 
 def parse_response(base: dict[str, Any], status: int, text: bytes, payload: Payload,

@@ -60,6 +60,7 @@ class Decision(BaseModel):
     compute_ms: float
     deadline_met: bool
     replica: str
+    dispatch_ms: float = 0.0  # from the server's arrival to the replica's queue (in queue_ms)
 
 
 Status = Literal["ok", "deadline_exceeded", "shed", "error"]

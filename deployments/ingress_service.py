@@ -88,7 +88,7 @@ def to_response(r: ItemResult, arrival_s: float, now_s: float) -> ClassifyRespon
                             gamma=d.gamma, expected_accuracy=d.expected_accuracy,
                             batch_size=d.batch_size, queue_ms=round(d.queue_ms, 3),
                             compute_ms=round(d.compute_ms, 3), deadline_met=d.deadline_met,
-                            replica=d.replica)
+                            replica=d.replica, dispatch_ms=round(d.dispatch_ms, 3))
     return ClassifyResponse(request_id=r.item_id, status=r.status.value, prediction=pred,
                             decision=decision, latency_ms=round((now_s - arrival_s) * 1000, 3),
                             error=r.error, error_type=r.error_type)

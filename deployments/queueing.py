@@ -24,6 +24,7 @@ class QueuedItem:
     pending: PendingItem
     tensors: dict[str, Any]
     waiter: Any  # the asyncio.Future the submitting call awaits
+    queued_s: float = 0.0  # when the replica queued it (wall clock, as PendingItem's times)
 
     @property
     def item_id(self) -> str:

@@ -77,7 +77,7 @@ class ReplicaLoop:
                     item.item_id, ItemStatus.SHED,
                     error=f"replica queue full ({self.queue.max_items} items); retry later"))
             else:
-                self.queue.push(QueuedItem(_pending(item), item.tensors, fut))
+                self.queue.push(QueuedItem(_pending(item), item.tensors, fut, now))
         self._wake.set()
         return list(await asyncio.gather(*waiters))
 
@@ -176,19 +176,20 @@ class ReplicaLoop:
             return
         end = self.clock()
         for q, pred in zip(items, preds, strict=True):
-            decision = self._decision(plan, q.pending, len(items), start, end)
+            decision = self._decision(plan, q, len(items), start, end)
             self._answer(q.waiter, ItemResult(q.item_id, ItemStatus.OK, label=int(pred.label),
                                               confidence=float(pred.confidence),
                                               decision=decision))
 
-    def _decision(self, plan: BatchPlan, p: PendingItem, size: int, start: float,
+    def _decision(self, plan: BatchPlan, q: QueuedItem, size: int, start: float,
                   end: float) -> ItemDecision:
-        v = plan.variant
+        v, p = plan.variant, q.pending
         return ItemDecision(
             variant=v.name, model=v.model or v.name, modalities=tuple(sorted(v.modalities)),
             gamma=v.gamma, expected_accuracy=float(plan.expected_accuracy), batch_size=size,
             queue_ms=max(start - p.arrival_s, 0.0) * 1000.0, compute_ms=(end - start) * 1000.0,
-            deadline_met=end <= p.deadline_s, replica=self.settings.replica_id)
+            deadline_met=end <= p.deadline_s, replica=self.settings.replica_id,
+            dispatch_ms=max(q.queued_s - p.arrival_s, 0.0) * 1000.0)
 
     def _fail(self, items: list[QueuedItem], message: str) -> None:
         for q in items:

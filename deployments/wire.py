@@ -92,6 +92,7 @@ class ItemDecision:
     compute_ms: float
     deadline_met: bool
     replica: str
+    dispatch_ms: float = 0.0  # ingress arrival -> this replica's queue (preprocess, Ray calls)
 
 
 @dataclass(frozen=True)

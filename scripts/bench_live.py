@@ -26,12 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 from app import live_bench as lb  # noqa: E402
-from app.live_calibration import contention_factor, scaled_profile  # noqa: E402
-from app.live_report import checks, hops_p50_ms, report  # noqa: E402
+from app.live_report import SIM_KINDS, checks, hops_p50_ms, report  # noqa: E402
 from app.loadgen import LoadgenConfig, LoadResult, Payload, run_load  # noqa: E402
 from app.loadgen_report import plot_runs, write_json  # noqa: E402
 from app.sim.request_metrics import LoadSummary, timeseries  # noqa: E402
 from app.sim.scheduler_sim import SchedulerSimConfig, simulate  # noqa: E402
+from app.sim.served import ServedTimes, StackDelays, call_timings  # noqa: E402
 from app.sim.trace_spec import TraceSpec, arrival_times  # noqa: E402
 
 
@@ -52,6 +52,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--ramp-steps", type=int, default=8)
     p.add_argument("--job-size", type=int, default=1,
                    help="items per request of the ramp and 2x runs (>1: POST /v1/jobs)")
+    p.add_argument("--warmup-s", type=float, default=15.0, help="adaptive warm-up run")
     p.add_argument("--light-qps", type=float, default=4.0)
     p.add_argument("--light-s", type=float, default=30.0)
     p.add_argument("--sim-service", default="sampled", help="p50|p95|mean|sampled")
@@ -205,46 +206,51 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         adapt_args = lb.with_classifier(b.args, a.family, policy=a.policy, num_replicas=b.k,
                                         plan=adapt_plan)
         out["deploy_adaptive_s"] = lb.deploy_app(adapt_args, b.base)
+        # warm-up at the static capacity; also a calibration run of the simulator (4.)
         b.load("warmup_adaptive", b.base,
-               TraceSpec("poisson", live_cap / a.job_size, 5.0, seed=a.seed + 1), a.job_size)
+               TraceSpec("poisson", live_cap / a.job_size, a.warmup_s, seed=a.seed + 1),
+               a.job_size)
         b.load(f"{a.policy}_2x", b.base, spec, a.job_size)
     finally:
         lb.stop_ray()
 
-    # 4. the simulator on the same profile, plans, trace and seed: the model only, and with the
-    # serving stack as a front stage costing the CPU per call measured at the top ramp step
+    # 4. the simulator on the same profile, plans, trace and seed. "sim": batch times from the
+    # profile (the model alone on an idle core) and a constant stack time per call (p50 at light
+    # load); "simcal": batch and stack times as the live server measured them in the calibration
+    # runs (every ramp step of the static configuration and the adaptive warm-up), never in the
+    # runs it predicts (app/sim/served.py)
     arrivals = arrival_times(spec)
     # time outside the replica, per call, at light load with the runs' job size (the first
     # ramp step); single-item light runs understate it for jobs (decode, transfer, response)
     hops_ms = hops_p50_ms(b.runs["ramp_0" if a.job_size > 1 else "light_app"])
-    top = b.cpu_ms[f"ramp_{len(steps) - 1}"]
-    stack_ms = sum(v for k, v in top.items() if k.endswith((":Ingress", ":Preprocess"))
-                   or k.startswith("ProxyActor"))
-    # the model's slowdown inside the serving stack, measured on the static configuration at
-    # its capacity (the ramp step with the best goodput), applied to every variant ("simload")
-    best_step = max(range(len(steps)), key=lambda i: steps[i]["goodput_qps"])
-    factor = contention_factor(b.runs[f"ramp_{best_step}"].records, profile)
-    loaded = scaled_profile(profile, factor)
-    out["sim_inputs"] = {"hops_p50_ms": hops_ms, "stack_cpu_ms_per_call": stack_ms,
-                         "service": a.sim_service, "contention_factor": factor,
-                         "contention_step": f"ramp_{best_step}"}
+    calib = [f"ramp_{i}" for i in range(len(steps))] + ["warmup_adaptive"]
+    calib_records = [r for n in calib for r in b.runs[n].records]
+    served = ServedTimes(calib_records, profile, seed=a.seed)
+    timings = call_timings(calib_records)
+    out["sim_inputs"] = {"hops_p50_ms": hops_ms, "service": a.sim_service,
+                         "calibration_runs": calib, "calibration_calls": len(timings),
+                         "served_factor": served.factor,
+                         "served_pairs": sorted(f"{v}@{n}" for v, n in served.samples),
+                         "stack_p50_ms": StackDelays(timings).p50_total_ms()}
     sims: dict[str, LoadSummary] = {}
     series: dict[str, Any] = {}
     for run_name, run_args in (("static_2x", static_args), (f"{a.policy}_2x", adapt_args)):
         c = load_config(run_args).classifier(a.family)
         plan = read_plan(cfg.paths.plans_dir, a.family, task, c.policy)
         series[f"live {run_name}"] = b.runs[run_name].series
-        for kind, front, served in (("sim", 0.0, profile), ("simstack", stack_ms, profile),
-                                    ("simload", 0.0, loaded)):
+        for kind in SIM_KINDS:
             sim_cfg = SchedulerSimConfig(
                 replicas=b.k, slo_ms=b.slo_ms, routing="pow2", service=a.sim_service,
                 max_batch_size=c.max_batch_size, overhead_ms=hops_ms,
                 load_window_s=cfg.controller.window_s,
                 max_ongoing=max(2 * c.max_queued_items, 64), max_queued_items=c.max_queued_items,
-                task=task, job_size=a.job_size, front_ms_per_call=front, seed=a.seed)
-            # the policy decides from the profile it knows; `served` sets the service times
-            sim = simulate(served, lambda _k, c=c, plan=plan: build_task_policy(
-                c, profile, plan).scheduler, arrivals, spec.duration_s, sim_cfg)
+                task=task, job_size=a.job_size, seed=a.seed)
+            cal = kind == "simcal"
+            # the policy decides from the profile it knows; the service times are the sim's
+            sim = simulate(profile, lambda _k, c=c, plan=plan: build_task_policy(
+                c, profile, plan).scheduler, arrivals, spec.duration_s, sim_cfg,
+                service_times=ServedTimes(calib_records, profile, seed=a.seed) if cal else None,
+                stack=StackDelays(timings, seed=a.seed) if cal else None)
             sims[f"{kind}_{run_name}"] = sim.summary
             series[f"{kind} {run_name}"] = timeseries(sim.records, spec.duration_s, b.slo_ms)
     out["runs"] = {n: r.summary for n, r in b.runs.items()}

@@ -41,6 +41,8 @@ class RequestRecord:
     replica: str | None = None
     job_id: str | None = None
     error: str | None = None
+    server_ms: float | None = None  # the server's own latency (ingress arrival -> answer)
+    dispatch_ms: float | None = None  # ingress arrival -> replica queue (part of queue_ms)
 
     @property
     def correct(self) -> bool | None:

@@ -37,6 +37,7 @@ from numpy.typing import NDArray
 from app.sim.events import EventKind, EventQueue
 from app.sim.replica_parts import RateWindow, ServiceTimes
 from app.sim.request_metrics import LoadSummary, RequestRecord, summarize
+from app.sim.served import StackDelays
 from policies.profile import PERCENTILES, Profile
 from policies.schedulers.base import PendingItem, Scheduler
 
@@ -108,11 +109,18 @@ class _Replica:
 
 
 def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
-             arrivals_s: NDArray[Any], duration_s: float, config: SchedulerSimConfig) -> SimRun:
-    """Run every arrival through the replicas; returns one record per arrival and the summary."""
+             arrivals_s: NDArray[Any], duration_s: float, config: SchedulerSimConfig,
+             service_times: Callable[[str, int], float] | None = None,
+             stack: StackDelays | None = None) -> SimRun:
+    """Run every arrival through the replicas; returns one record per arrival and the summary.
+
+    `service_times(variant, batch size)` -> seconds replaces the profile's batch times (e.g.
+    `ServedTimes`, measured in a live replica); `stack` replaces the constant `overhead_ms` with
+    per-call times sampled from observed calls (to the ingress, where the server's deadline
+    clock starts; on to the replica; and back to the client after the last batch)."""
     cfg = config
     times = [float(t) for t in np.asarray(arrivals_s, dtype=float)]
-    service = ServiceTimes(profile, cfg.service, cfg.max_batch_size, cfg.seed)
+    service = service_times or ServiceTimes(profile, cfg.service, cfg.max_batch_size, cfg.seed)
     replicas = [_Replica(make_scheduler(k), cfg.load_window_s) for k in range(cfg.replicas)]
     global_monitor = RateWindow(cfg.load_window_s)
     rng = np.random.default_rng(cfg.seed + 1)
@@ -125,6 +133,15 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
     events = EventQueue()
     overhead_s = cfg.overhead_ms / 1000.0
     slo_s = cfg.slo_ms / 1000.0
+    # per call: send -> replica (pre), send -> ingress (the deadline clock's start), answer -> client
+    # (queue_ms counts from the replica without `stack`, from the ingress with it, as live)
+    pre, ing, back = [overhead_s] * len(times), [0.0] * len(times), [0.0] * len(times)
+    qbase = [overhead_s] * len(times)
+    if stack is not None:
+        for j in range(len(times)):
+            c = stack.sample()
+            pre[j], ing[j], back[j] = c.to_ingress_s + c.to_replica_s, c.to_ingress_s, c.back_s
+            qbase[j] = c.to_ingress_s
     rr = [0]
     seq = [0]
     front_s = cfg.front_s
@@ -142,7 +159,8 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
         for item in range(job * size, (job + 1) * size):
             out, extra = results.pop(item)
             records[item] = RequestRecord(index=item, scheduled_s=t, sent_s=t, outcome=out,
-                                          latency_ms=1000.0 * (now - t), status_code=200,
+                                          latency_ms=1000.0 * (now + back[job] - t),
+                                          status_code=200,
                                           replica=str(k), job_id=str(job) if size > 1 else None,
                                           **extra)
 
@@ -169,16 +187,17 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
     def enqueue(job: int, k: int, now: float) -> None:
         rep = replicas[k]
         rep.open_calls += 1
+        deadline = times[job] + ing[job] + slo_s
         for i in range(job * size, (job + 1) * size):
             rep.monitor.record(now)
-            if times[job] + slo_s <= now:
+            if deadline <= now:
                 finish(i, "deadline_exceeded", now, k)
                 continue
             if cfg.max_queued_items is not None and len(rep.pending) >= cfg.max_queued_items:
                 finish(i, "shed", now, k)
                 continue
-            item = PendingItem(item_id=str(i), arrival_s=times[job],
-                               deadline_s=times[job] + slo_s, task=cfg.task,
+            item = PendingItem(item_id=str(i), arrival_s=times[job] + ing[job],
+                               deadline_s=deadline, task=cfg.task,
                                min_accuracy=cfg.min_accuracy,
                                job_id=str(job) if size > 1 else None, job_size=size)
             bisect.insort(rep.pending, (item.deadline_s, seq[0], item))
@@ -236,12 +255,12 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
         batch, rep.batch, rep.running = rep.batch, [], 0
         for i in batch:
             finish(i, "ok", now, k, variant=variant, batch_size=len(batch),
-                   queue_ms=1000.0 * (start - times[i // size] - overhead_s),
+                   queue_ms=1000.0 * (start - times[i // size] - qbase[i // size]),
                    compute_ms=1000.0 * dur, expected_accuracy=acc)
         step(k, now)
 
-    if times:
-        events.push(times[0] + overhead_s, EventKind.ARRIVAL, 0)
+    for j, t in enumerate(times):
+        events.push(t + pre[j], EventKind.ARRIVAL, j)
     while len(events):
         now, kind, _, payload = events.pop()
         if kind == EventKind.BATCH_DONE:
@@ -254,15 +273,11 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
                     step(payload, now)
         elif payload >= 0 and front_s > 0:  # a call enters the front stage
             i = payload
-            if i + 1 < len(times):
-                events.push(times[i + 1] + overhead_s, EventKind.ARRIVAL, i + 1)
             start = max(now, heapq.heappop(front_free))
             heapq.heappush(front_free, start + front_s)
             events.push(start + front_s, EventKind.ARRIVAL, -(i + 1))
         else:  # a call reaches the router (payload -(i + 1): it left the front stage)
             i = payload if payload >= 0 else -payload - 1
-            if payload >= 0 and i + 1 < len(times):
-                events.push(times[i + 1] + overhead_s, EventKind.ARRIVAL, i + 1)
             for _ in range(size):
                 global_monitor.record(now)
             k = route() if not backlog else None

@@ -61,17 +61,45 @@ def test_hops_count_a_job_once_outside_its_batches() -> None:
     assert hops_p50_ms(SimpleNamespace(records=singles)) == pytest.approx(37.5)  # type: ignore[arg-type]
 
 
-def test_contention_factor_and_scaled_profile() -> None:
-    from app.live_calibration import contention_factor, scaled_profile
+def test_served_times_sample_live_batches_and_scale_the_rest() -> None:
     from app.sim.request_metrics import RequestRecord
+    from app.sim.served import ServedTimes
 
     v = Variant(name="m", model="m", modalities=frozenset({"image"}))
-    prof = Profile("p", "cpu", (VariantProfile(v, 0.9, (
-        LatencyPoint(1, 2.0, 3.0, 4.0, 2.5), LatencyPoint(8, 10.0, 12.0, 13.0, 10.5))),))
+    w = Variant(name="w", model="w", modalities=frozenset({"image"}))
+    prof = Profile("p", "cpu", (
+        VariantProfile(v, 0.9, (LatencyPoint(1, 2.0, 3.0, 4.0, 2.5),
+                                LatencyPoint(2, 10.0, 12.0, 13.0, 10.5))),
+        VariantProfile(w, 0.8, (LatencyPoint(1, 1.0, 1.0, 1.0, 1.0),)),))
+    # five batches of 2 on "m" (15 ms: 1.5x the profile), one item at batch size 1 (too few)
     recs = [RequestRecord(index=i, scheduled_s=0, sent_s=0, outcome="ok", variant="m",
-                          batch_size=b, compute_ms=c)
-            for i, (b, c) in enumerate([(8, 15.0), (8, 12.0), (1, 3.0), (4, 99.0)])]
-    assert contention_factor(recs, prof) == pytest.approx(1.5)  # (4, 99) has no profile point
-    fast = scaled_profile(prof, 1.5).by_name("m").latency[1]
-    assert (fast.p50_ms, fast.p95_ms, fast.mean_ms) == pytest.approx((15.0, 18.0, 15.75))
-    assert scaled_profile(prof, 1.5).by_name("m").accuracy == 0.9
+                          batch_size=2, compute_ms=15.0) for i in range(10)]
+    recs.append(RequestRecord(index=10, scheduled_s=0, sent_s=0, outcome="ok", variant="m",
+                              batch_size=1, compute_ms=50.0))
+    st = ServedTimes(recs, prof, min_samples=5)
+    assert set(st.samples) == {("m", 2)}
+    assert st.factor == pytest.approx(1.5)
+    assert st("m", 2) == pytest.approx(0.015)
+    assert st("m", 1) == pytest.approx(0.003)  # profile 2 ms x 1.5
+    assert st("w", 1) == pytest.approx(0.0015)
+    with pytest.raises(KeyError):
+        st("nope", 1)
+
+
+def test_call_timings_split_the_stack_time_of_answered_calls() -> None:
+    from app.sim.request_metrics import RequestRecord
+    from app.sim.served import StackDelays, call_timings
+
+    def rec(i: int, job: str, outcome: str = "ok", q: float = 30.0) -> RequestRecord:
+        # client 100 ms, server 80 ms (20 ms of HTTP), 12 ms to the replica, last batch done at
+        # 30 + 10 = 40 ms after the ingress arrival -> 40 ms back to the ingress + 10 of HTTP
+        return RequestRecord(index=i, scheduled_s=0, sent_s=0, outcome=outcome, latency_ms=100.0,
+                             queue_ms=q, compute_ms=10.0, server_ms=80.0, dispatch_ms=12.0,
+                             job_id=job, batch_size=1, variant="m")
+
+    recs = [rec(0, "a", q=20.0), rec(1, "a"), rec(2, "b"), rec(3, "b", outcome="shed")]
+    (t,) = call_timings(recs)  # job b has an unanswered item
+    assert (t.to_ingress_s, t.to_replica_s, t.back_s) == pytest.approx((0.010, 0.012, 0.050))
+    assert StackDelays([t]).p50_total_ms() == pytest.approx(72.0)
+    with pytest.raises(ValueError):
+        StackDelays([])

@@ -156,3 +156,24 @@ def test_front_stage_queues_calls_before_the_replicas() -> None:
     late = _run([0.0], SchedulerSimConfig(replicas=1, slo_ms=25.0, front_ms_per_call=30.0))
     assert late.records[0].outcome == "deadline_exceeded"
     assert late.records[0].latency_ms == pytest.approx(30.0)
+
+
+def test_stack_delays_and_served_times_replace_overhead_and_profile() -> None:
+    from app.sim.served import CallTiming, StackDelays
+
+    prof = _profile()
+    stack = StackDelays([CallTiming(to_ingress_s=0.010, to_replica_s=0.020, back_s=0.015)])
+    run = simulate(prof, lambda k: make_scheduler("most_accurate", prof), np.array([0.0]), 1.0,
+                   SchedulerSimConfig(replicas=1, slo_ms=100.0, overhead_ms=99.0),
+                   service_times=lambda variant, size: 0.060, stack=stack)
+    # reaches the replica at 30 ms, runs 60 ms, answer back 15 ms later; queue from the ingress
+    r = run.records[0]
+    assert r.outcome == "ok" and r.latency_ms == pytest.approx(105.0)
+    assert r.queue_ms == pytest.approx(20.0) and r.compute_ms == pytest.approx(60.0)
+    # the server's deadline clock starts at the ingress (10 ms after the send): at the replica
+    # (80 ms) 5 ms of a 75 ms SLO are left, too few for "big" (40 ms), so the call is dropped
+    slow = StackDelays([CallTiming(to_ingress_s=0.010, to_replica_s=0.070, back_s=0.0)])
+    late = simulate(prof, lambda k: make_scheduler("most_accurate", prof), np.array([0.0]), 1.0,
+                    SchedulerSimConfig(replicas=1, slo_ms=75.0), stack=slow)
+    assert late.records[0].outcome == "deadline_exceeded"
+    assert late.records[0].latency_ms == pytest.approx(80.0)

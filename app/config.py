@@ -105,6 +105,9 @@ class ClassifierConfig(_Strict):
     max_batch_size: int = Field(default=8, gt=0, le=256, description="largest batch a replica runs")
     max_queued_items: int = Field(default=256, gt=0,
                                   description="queue bound per replica; beyond it items are shed")
+    latency_feedback: bool = Field(
+        default=True, description="policies see slack and load scaled by the measured slowdown "
+        "of live batches against the profile (policies/schedulers/slowdown.py)")
     num_replicas: int = Field(default=1, gt=0, description="Serve replicas of this classifier")
     ray_actor_options: dict[str, Any] = Field(
         default_factory=lambda: {"num_cpus": 0.5},

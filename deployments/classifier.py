@@ -64,6 +64,13 @@ def warm_up(model: Any, tasks: tuple[str, ...],
         log.warning("warm-up failed", exc_info=True)
 
 
+def profile_lookup(profiles: dict[str, Profile]) -> Callable[[str, str, int], float | None]:
+    """(task, variant, batch size) -> the profiled p50 ms (None where not profiled)."""
+    p50 = {(t, v.variant.name, p.batch_size): p.p50_ms
+           for t, prof in profiles.items() for v in prof.variants for p in v.latency}
+    return lambda task, variant, size: p50.get((task, variant, size))
+
+
 def replica_id() -> str:
     try:
         return serve.get_replica_context().replica_tag
@@ -90,9 +97,9 @@ class Classifier:
                                                               self.paths.plans_dir)
         self.replica_id = replica_id()
         settings = LoopSettings(self.replica_id, self.cfg.max_queued_items,
-                                self.controller_cfg.window_s)
+                                self.controller_cfg.window_s, self.cfg.latency_feedback)
         self.loop = ReplicaLoop(settings, {t: p.scheduler for t, p in self.policies.items()},
-                                self._run_batch)
+                                self._run_batch, profile_ms=profile_lookup(self.profiles))
         await self.loop.run_in_worker(warm_up, self.model, tuple(self.profiles), self._run_batch)
         self._reporter = asyncio.get_running_loop().create_task(self._report_forever())
         log.info("classifier %s replica %s ready on %s (policies %s)", self.cfg.name,
@@ -175,6 +182,7 @@ class Classifier:
         """Current load and queue state (does not consume the counters)."""
         return {"replica": self.replica_id, "deployment": self.cfg.name,
                 "load_qps": self.loop.load_qps(), "queue_len": len(self.loop.queue),
+                "slowdown": self.loop.slowdown_factor(),
                 "policies": {t: p.scheduler.name for t, p in self.policies.items()},
                 "plan_versions": {t: p.plan_version for t, p in self.policies.items()}}
 

@@ -22,11 +22,13 @@ from deployments.queueing import DeadlineQueue, QueuedItem, RateWindow
 from deployments.replica_counters import ReplicaCounters
 from deployments.wire import ItemDecision, ItemResult, ItemStatus, WorkItem
 from policies.schedulers.base import BatchPlan, DropReason, PendingItem, Scheduler
+from policies.schedulers.slowdown import SlowdownTracker, dilate, undilate
 from policies.types import Variant
 
 log = logging.getLogger(__name__)
 
 BatchRunner = Callable[[Variant, str, list[dict[str, Any]]], list[Prediction]]
+ProfileLookup = Callable[[str, str, int], float | None]
 MIN_WAIT_S = 0.001
 
 
@@ -35,17 +37,21 @@ class LoopSettings:
     replica_id: str
     max_queued_items: int
     window_s: float
+    latency_feedback: bool = True  # policies see the queue in profile time (slowdown.py)
 
 
 class ReplicaLoop:
     """Owns the queue, the per-task schedulers and the worker thread of one replica."""
 
     def __init__(self, settings: LoopSettings, schedulers: dict[str, Scheduler],
-                 run_batch: BatchRunner, clock: Callable[[], float] = time.time) -> None:
+                 run_batch: BatchRunner, clock: Callable[[], float] = time.time,
+                 profile_ms: ProfileLookup | None = None) -> None:
         self.settings = settings
         self.schedulers = schedulers
         self.run_batch = run_batch
         self.clock = clock
+        self.profile_ms = profile_ms  # (task, variant, batch size) -> profiled p50 ms
+        self.slowdown = SlowdownTracker()
         self.queue = DeadlineQueue(settings.max_queued_items)
         self.rate = RateWindow(settings.window_s)
         self.counters = ReplicaCounters()
@@ -88,6 +94,12 @@ class ReplicaLoop:
     def load_qps(self) -> float:
         return self.rate.rate(self.clock())
 
+    def slowdown_factor(self) -> float:
+        """Live batch time / profiled (1.0 without latency feedback or a profile)."""
+        if not self.settings.latency_feedback or self.profile_ms is None:
+            return 1.0
+        return self.slowdown.factor
+
     # ---- loop ---------------------------------------------------------------------------
     def _ensure_running(self) -> None:
         if self._task is None or self._task.done():
@@ -128,7 +140,9 @@ class ReplicaLoop:
         pending: tuple[PendingItem, ...] = ()
         try:
             pending = self.queue.pending(task)
-            decision = self.schedulers[task].decide(pending, now, self.rate.rate(now))
+            f = self.slowdown_factor()
+            seen, load = dilate(pending, now, self.rate.rate(now), f)
+            decision = undilate(self.schedulers[task].decide(seen, now, load), f)
         except Exception as exc:  # a policy bug must not stop the replica
             log.exception("scheduler for task %s failed", task)
             self._fail(self.queue.pop([p.item_id for p in pending]), f"scheduler error: {exc}")
@@ -175,6 +189,9 @@ class ReplicaLoop:
             self._fail(items, f"batch failed: {type(exc).__name__}: {exc}")
             return
         end = self.clock()
+        if self.profile_ms is not None:
+            self.slowdown.observe(self.profile_ms(task, plan.variant.name, len(items)),
+                                  (end - start) * 1000.0)
         for q, pred in zip(items, preds, strict=True):
             decision = self._decision(plan, q, len(items), start, end)
             self._answer(q.waiter, ItemResult(q.item_id, ItemStatus.OK, label=int(pred.label),

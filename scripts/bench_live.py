@@ -52,6 +52,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--ramp-steps", type=int, default=8)
     p.add_argument("--job-size", type=int, default=1,
                    help="items per request of the ramp and 2x runs (>1: POST /v1/jobs)")
+    p.add_argument("--settle-s", type=float, default=10.0, help="pause after a redeploy")
     p.add_argument("--warmup-s", type=float, default=15.0, help="adaptive warm-up run")
     p.add_argument("--light-qps", type=float, default=4.0)
     p.add_argument("--light-s", type=float, default=30.0)
@@ -190,6 +191,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         static_args = lb.with_classifier(b.args, a.family, policy="most_accurate",
                                          num_replicas=b.k)
         out["deploy_static_s"] = lb.deploy_app(static_args, b.base)
+        time.sleep(a.settle_s)  # the replaced replicas shut down before anything is measured
         est = lb.profile_capacity(profile, best.variant.name, b.slo_ms, ccfg.percentile,
                                   ccfg.max_batch_size, b.k)
         # The profile only knows the model; the serving stack may saturate first.
@@ -206,6 +208,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         adapt_args = lb.with_classifier(b.args, a.family, policy=a.policy, num_replicas=b.k,
                                         plan=adapt_plan)
         out["deploy_adaptive_s"] = lb.deploy_app(adapt_args, b.base)
+        time.sleep(a.settle_s)
         # warm-up at the static capacity; also a calibration run of the simulator (4.)
         b.load("warmup_adaptive", b.base,
                TraceSpec("poisson", live_cap / a.job_size, a.warmup_s, seed=a.seed + 1),
@@ -244,7 +247,8 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
                 max_batch_size=c.max_batch_size, overhead_ms=hops_ms,
                 load_window_s=cfg.controller.window_s,
                 max_ongoing=max(2 * c.max_queued_items, 64), max_queued_items=c.max_queued_items,
-                task=task, job_size=a.job_size, seed=a.seed)
+                task=task, job_size=a.job_size, latency_feedback=c.latency_feedback,
+                seed=a.seed)
             cal = kind == "simcal"
             # the policy decides from the profile it knows; the service times are the sim's
             sim = simulate(profile, lambda _k, c=c, plan=plan: build_task_policy(

@@ -18,7 +18,9 @@ deadline-ordered queue driven by an unchanged `policies.schedulers` Scheduler ob
 - Like the live replica loop (deployments/replica_loop.py): a full queue (`max_queued_items`)
   sheds the newcomer, items whose deadline has passed are answered deadline_exceeded before each
   decision (`expire_at_deadline`), and the load passed to `decide` is the replica's arrival rate
-  over `load_window_s` (the window counts from the first arrival until it fills).
+  over `load_window_s` (the window counts from the first arrival until it fills); with
+  `latency_feedback` the scheduler sees the queue in profile time, scaled by the slowdown of the
+  replica's batches against the profile (policies/schedulers/slowdown.py).
 Results are `RequestRecord`s summarized by the same code as the live load generator.
 """
 
@@ -40,6 +42,7 @@ from app.sim.request_metrics import LoadSummary, RequestRecord, summarize
 from app.sim.served import StackDelays
 from policies.profile import PERCENTILES, Profile
 from policies.schedulers.base import PendingItem, Scheduler
+from policies.schedulers.slowdown import SlowdownTracker, dilate, undilate
 
 ROUTINGS = ("pow2", "round_robin")
 SERVICE_MODES = (*PERCENTILES, "sampled")
@@ -64,6 +67,7 @@ class SchedulerSimConfig:
     front_ms_per_call: float = 0.0
     front_ms_per_item: float = 0.0
     front_servers: int = 1
+    latency_feedback: bool = False  # as the live replica loop's option (slowdown.py)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -103,6 +107,7 @@ class _Replica:
         self.monitor = RateWindow(window_s)
         self.tick_at: float | None = None
         self.open_calls = 0  # submit calls (requests or jobs) not fully answered
+        self.slowdown = SlowdownTracker()
 
     def ongoing(self) -> int:
         return self.open_calls
@@ -146,6 +151,8 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
     seq = [0]
     front_s = cfg.front_s
     front_free = [0.0] * cfg.front_servers  # heap of the times each front server frees up
+    p50_ms = {(v.variant.name, p.batch_size): p.p50_ms for v in profile.variants
+              for p in v.latency}
 
     def finish(i: int, outcome: str, now: float, k: int, **kw: Any) -> None:
         """Item `i` is answered; its call's records are written when the whole call is."""
@@ -223,7 +230,9 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
                     rep.pending = rep.pending[len(late):]
                     continue
             load = (rep.monitor if cfg.load_scope == "replica" else global_monitor).qps(now)
-            decision = rep.scheduler.decide(tuple(p for _, _, p in rep.pending), now, load)
+            f = rep.slowdown.factor if cfg.latency_feedback else 1.0
+            seen, load = dilate(tuple(p for _, _, p in rep.pending), now, load, f)
+            decision = undilate(rep.scheduler.decide(seen, now, load), f)
             removed: set[str] = set()
             for d in decision.drops:
                 if d.item_id not in removed and any(p.item_id == d.item_id for _, _, p in rep.pending):
@@ -253,6 +262,7 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
         rep = replicas[k]
         start, dur, variant, acc = rep.batch_meta
         batch, rep.batch, rep.running = rep.batch, [], 0
+        rep.slowdown.observe(p50_ms.get((variant, len(batch))), 1000.0 * dur)
         for i in batch:
             finish(i, "ok", now, k, variant=variant, batch_size=len(batch),
                    queue_ms=1000.0 * (start - times[i // size] - qbase[i // size]),

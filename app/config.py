@@ -30,6 +30,10 @@ class HttpConfig(_Strict):
         default=2.0, ge=0,
         description="how long past an item's deadline the ingress still waits for the replica's "
                     "own answer (a batch may finish late) before answering deadline_exceeded")
+    response_margin_ms: float = Field(
+        default=0.0, ge=0,
+        description="time reserved for the answer's way back (proxy, HTTP): the replicas get "
+                    "deadline = arrival + SLO - margin (at most half the SLO is reserved)")
     max_ongoing_requests: int = Field(
         default=1000, gt=0, description="concurrent requests per ingress/preprocess replica")
     num_replicas: int = Field(default=1, gt=0, description="ingress replicas")

@@ -89,6 +89,7 @@ class PolicyController:
             "queue_len": sum(r.queue_len for r in fresh),
             "replicas": [{"replica": r.replica_id, "load_qps": round(r.load_qps, 3),
                           "queue_len": r.queue_len, "plan_versions": r.plan_versions,
+                          "slowdown": round(r.slowdown, 3),
                           "age_s": round(self.clock() - r.time_s, 3)} for r in fresh],
             "counters": {k: int(v) if k != "accuracy_sum" else round(v, 4)
                          for k, v in t.items()},
@@ -109,6 +110,7 @@ class PolicyController:
             ("load_qps", "Deployment arrival rate (sum of fresh replicas)"),
             ("queue_length", "Queued items over fresh replicas"),
             ("replicas", "Replicas that reported recently"),
+            ("slowdown", "Mean live/profiled batch time of fresh replicas (latency feedback)"),
             ("slo_attainment", "Fraction of answered items served within their deadline"),
             ("expected_accuracy", "Mean profiled accuracy of the variants that served items"))}
         for name in self.deployments:
@@ -120,6 +122,8 @@ class PolicyController:
             gauges["load_qps"].add_metric([name], s["load_qps"])
             gauges["queue_length"].add_metric([name], s["queue_len"])
             gauges["replicas"].add_metric([name], len(s["replicas"]))
+            gauges["slowdown"].add_metric([name], sum(r["slowdown"] for r in s["replicas"])
+                                          / max(len(s["replicas"]), 1))
             gauges["slo_attainment"].add_metric([name], s["slo_attainment"] or 0.0)
             gauges["expected_accuracy"].add_metric([name], s["mean_expected_accuracy"] or 0.0)
         yield req

@@ -157,7 +157,7 @@ class Classifier:
         return ReplicaReport(
             deployment=self.cfg.name, replica_id=self.replica_id, time_s=time.time(),
             load_qps=self.loop.load_qps(), queue_len=len(self.loop.queue), counters=values,
-            variant_counts=variants, policy=self.cfg.policy,
+            variant_counts=variants, policy=self.cfg.policy, slowdown=self.loop.slowdown_factor(),
             plan_versions={t: p.plan_version for t, p in self.policies.items()})
 
     async def _report_forever(self) -> None:

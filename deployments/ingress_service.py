@@ -126,9 +126,10 @@ class IngressService:
     async def _run(self, family: FamilyInfo, task: TaskInfo, inputs: list[dict[str, Any]],
                    slo: SLOSpec, arrival: float, job_id: str | None) -> list[ItemResult]:
         ids = tuple(uuid.uuid4().hex for _ in inputs)
+        budget_ms = slo.latency_ms - min(self.http.response_margin_ms, slo.latency_ms / 2)
         call = ClassifyCall(family=family.name, task=task.task, inputs=tuple(inputs),
                             item_ids=ids, arrival_s=arrival,
-                            deadline_s=arrival + slo.latency_ms / 1000.0, utility=slo.utility,
+                            deadline_s=arrival + budget_ms / 1000.0, utility=slo.utility,
                             min_accuracy=slo.min_accuracy, job_id=job_id)
         timeout = min(call.deadline_s - time.time() + self.http.deadline_grace_s
                       + PREPROCESS_MARGIN_S, self.http.request_timeout_s)

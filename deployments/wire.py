@@ -122,6 +122,7 @@ class ReplicaReport:
     variant_counts: dict[str, int] = field(default_factory=dict)
     plan_versions: dict[str, str] = field(default_factory=dict)
     policy: str = ""
+    slowdown: float = 1.0  # live / profiled batch time the policy plans with (slowdown.py)
 
 
 @dataclass(frozen=True)

@@ -189,7 +189,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
 
         # 2. static most-accurate configuration with K replicas: capacity
         static_args = lb.with_classifier(b.args, a.family, policy="most_accurate",
-                                         num_replicas=b.k)
+                                         num_replicas=b.k, default_slo_ms=b.slo_ms)
         out["deploy_static_s"] = lb.deploy_app(static_args, b.base)
         time.sleep(a.settle_s)  # the replaced replicas shut down before anything is measured
         est = lb.profile_capacity(profile, best.variant.name, b.slo_ms, ccfg.percentile,
@@ -206,7 +206,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         adapt_plan = {**(lb.classifier_args(b.args, a.family).get("plan") or {}),
                       "job_size": a.job_size}
         adapt_args = lb.with_classifier(b.args, a.family, policy=a.policy, num_replicas=b.k,
-                                        plan=adapt_plan)
+                                        plan=adapt_plan, default_slo_ms=b.slo_ms)
         out["deploy_adaptive_s"] = lb.deploy_app(adapt_args, b.base)
         time.sleep(a.settle_s)
         # warm-up at the static capacity; also a calibration run of the simulator (4.)

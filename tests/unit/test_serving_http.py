@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from app.catalog import Catalog, family_info
@@ -46,11 +47,11 @@ class FakePreprocess:
         self.ping = _Method(lambda: {"ready": ["m"], "waiting": []})
 
 
-def client(answer: Any) -> TestClient:
+def client(answer: Any, http: HttpConfig | None = None) -> TestClient:
     point = LatencyPoint(1, 1.0, 1.0, 1.0, 1.0)
     profile = Profile("m.t", "cpu", (VariantProfile(Variant("v", "v"), 0.8, (point,)),))
     catalog = Catalog((family_info("m", ("image",), {"t": profile}, "fixed", "p95", 4),))
-    service = IngressService(catalog, HttpConfig(), FakePreprocess(answer))
+    service = IngressService(catalog, http or HttpConfig(), FakePreprocess(answer))
     controller = type("C", (), {"status": _Method(lambda: RuntimeError("down")),
                                 "metrics_text": _Method(lambda: "")})()
     return TestClient(build_http_app(service, controller, IngressMetrics()))
@@ -89,3 +90,17 @@ def test_status_without_controller_is_503_and_healthz_ready() -> None:
     r = c.get("/v1/status")
     assert r.status_code == 503 and r.json()["error"]["type"] == "controller_unavailable"
     assert c.get("/healthz").json() == {"status": "ok", "models": ["m"]}
+
+
+def test_response_margin_comes_out_of_the_replicas_deadline() -> None:
+    seen: list[ClassifyCall] = []
+
+    def answer(call: ClassifyCall) -> ClassifyOutcome:
+        seen.append(call)
+        return ClassifyOutcome(results=(ItemResult(call.item_ids[0], ItemStatus.SHED),))
+
+    c = client(answer, HttpConfig(response_margin_ms=20.0))
+    c.post("/v1/classify", json=BODY)  # SLO 100 ms: the replicas get 80
+    c.post("/v1/classify", json={**BODY, "slo": {"latency_ms": 30}})  # at most half: 15
+    budgets = [1000 * (call.deadline_s - call.arrival_s) for call in seen]
+    assert budgets == pytest.approx([80.0, 15.0], abs=0.01)

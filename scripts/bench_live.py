@@ -248,6 +248,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
                 load_window_s=cfg.controller.window_s,
                 max_ongoing=max(2 * c.max_queued_items, 64), max_queued_items=c.max_queued_items,
                 task=task, job_size=a.job_size, latency_feedback=c.latency_feedback,
+                response_margin_ms=cfg.http.response_margin_ms,
                 seed=a.seed)
             cal = kind == "simcal"
             # the policy decides from the profile it knows; the service times are the sim's

@@ -68,6 +68,7 @@ class SchedulerSimConfig:
     front_ms_per_item: float = 0.0
     front_servers: int = 1
     latency_feedback: bool = False  # as the live replica loop's option (slowdown.py)
+    response_margin_ms: float = 0.0  # as the ingress's: replicas schedule for SLO - margin
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -137,7 +138,7 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
     backlog: deque[int] = deque()
     events = EventQueue()
     overhead_s = cfg.overhead_ms / 1000.0
-    slo_s = cfg.slo_ms / 1000.0
+    budget_s = (cfg.slo_ms - min(cfg.response_margin_ms, cfg.slo_ms / 2)) / 1000.0
     # per call: send -> replica (pre), send -> ingress (the deadline clock's start), answer -> client
     # (queue_ms counts from the replica without `stack`, from the ingress with it, as live)
     pre, ing, back = [overhead_s] * len(times), [0.0] * len(times), [0.0] * len(times)
@@ -194,7 +195,7 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
     def enqueue(job: int, k: int, now: float) -> None:
         rep = replicas[k]
         rep.open_calls += 1
-        deadline = times[job] + ing[job] + slo_s
+        deadline = times[job] + ing[job] + budget_s
         for i in range(job * size, (job + 1) * size):
             rep.monitor.record(now)
             if deadline <= now:

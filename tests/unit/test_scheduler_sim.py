@@ -177,3 +177,11 @@ def test_stack_delays_and_served_times_replace_overhead_and_profile() -> None:
                     SchedulerSimConfig(replicas=1, slo_ms=75.0), stack=slow)
     assert late.records[0].outcome == "deadline_exceeded"
     assert late.records[0].latency_ms == pytest.approx(80.0)
+
+
+def test_response_margin_shortens_the_replicas_deadline() -> None:
+    # "big" takes 40 ms alone; a 45 ms SLO fits, but not with 10 ms kept for the way back
+    ok = _run([0.0], SchedulerSimConfig(replicas=1, slo_ms=45.0))
+    assert ok.records[0].outcome == "ok"
+    kept = _run([0.0], SchedulerSimConfig(replicas=1, slo_ms=45.0, response_margin_ms=10.0))
+    assert kept.records[0].outcome == "deadline_exceeded"

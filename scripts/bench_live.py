@@ -16,9 +16,11 @@ Phases on a private local Ray/Serve (HTTP port --port), all with `app/loadgen.py
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ from app import live_bench as lb  # noqa: E402
 from app.live_report import SIM_KINDS, checks, hops_p50_ms, report  # noqa: E402
 from app.loadgen import LoadgenConfig, LoadResult, Payload, run_load  # noqa: E402
 from app.loadgen_report import plot_runs, write_json  # noqa: E402
-from app.sim.request_metrics import LoadSummary, timeseries  # noqa: E402
+from app.sim.request_metrics import LoadSummary, RequestRecord, summarize, timeseries  # noqa: E402
 from app.sim.scheduler_sim import SchedulerSimConfig, simulate  # noqa: E402
 from app.sim.served import ServedTimes, StackDelays, call_timings  # noqa: E402
 from app.sim.trace_spec import TraceSpec, arrival_times  # noqa: E402
@@ -57,10 +59,14 @@ def parse() -> argparse.Namespace:
     p.add_argument("--light-qps", type=float, default=4.0)
     p.add_argument("--light-s", type=float, default=30.0)
     p.add_argument("--sim-service", default="sampled", help="p50|p95|mean|sampled")
+    p.add_argument("--sim-seeds", type=int, default=3, help="simcal runs pooled")
     p.add_argument("--num-cpus", type=int, default=8, help="Ray logical CPUs")
     p.add_argument("--out", type=Path, default=Path("docs/data_live.json"))
     p.add_argument("--png", type=Path, default=Path("docs/figures/live.png"))
     p.add_argument("--records", type=Path, default=Path("results/bench_live"))
+    p.add_argument("--resim", type=Path, default=None,
+                   help="no live runs: redo the simulator phase of this finished run's JSON "
+                        "from its --records")
     return p.parse_args()
 
 
@@ -142,10 +148,81 @@ class Bench:
         return steps
 
 
+def simulate_runs(a: argparse.Namespace, runs: dict[str, Any], steps: list[dict[str, float]],
+                  spec: TraceSpec, args: dict[str, Any], static_args: dict[str, Any],
+                  adapt_args: dict[str, Any], k: int, slo_ms: float
+                  ) -> tuple[dict[str, Any], dict[str, LoadSummary], dict[str, Any]]:
+    """Phase 4 from the live runs' records (`runs`: name -> .records, .series)."""
+    from app.builder import load_config
+    from app.catalog import profile_file
+    from deployments.models.registry import load_model
+    from deployments.policy_setup import build_task_policy, read_plan
+    from profiling.artifacts import load_profile
+
+    cfg = load_config(args)
+    ccfg = cfg.classifier(a.family)
+    task = (ccfg.tasks or list(load_model(a.family, cache_dir=cfg.paths.models_dir,
+                                          device="cpu").tasks()))[0]
+    profile = load_profile(profile_file(cfg.paths.profiles_dir, a.family, task))
+    # 4. the simulator on the same profile, plans, trace and seed. "sim": batch times from the
+    # profile (the model alone on an idle core) and a constant stack time per call (p50 at light
+    # load); "simcal": batch and stack times as the live server measured them in the calibration
+    # runs, never in the runs it predicts (app/sim/served.py): the ramp steps at and past the
+    # static configuration's capacity (the best-goodput step and the ones after it), the
+    # machine's state nearest the predicted load (stack times grow with load; the light steps
+    # understate them). Its figures pool --sim-seeds runs (service and stack samples).
+    arrivals = arrival_times(spec)
+    # time outside the replica, per call, at light load with the runs' job size (the first
+    # ramp step); single-item light runs understate it for jobs (decode, transfer, response)
+    hops_ms = hops_p50_ms(runs["ramp_0" if a.job_size > 1 else "light_app"])
+    best_step = max(range(len(steps)), key=lambda i: steps[i]["goodput_qps"])
+    calib = [f"ramp_{i}" for i in range(best_step, len(steps))]
+    calib_records = [r for n in calib for r in runs[n].records]
+    served = ServedTimes(calib_records, profile, seed=a.seed)
+    timings = call_timings(calib_records)
+    sim_inputs = {"hops_p50_ms": hops_ms, "service": a.sim_service,
+                  "calibration_runs": calib, "calibration_calls": len(timings),
+                  "sim_seeds": a.sim_seeds, "served_factor": served.factor,
+                  "served_pairs": sorted(f"{v}@{n}" for v, n in served.samples),
+                  "stack_p50_ms": StackDelays(timings).p50_total_ms()}
+    sims: dict[str, LoadSummary] = {}
+    series: dict[str, Any] = {}
+    for run_name, run_args in (("static_2x", static_args), (f"{a.policy}_2x", adapt_args)):
+        c = load_config(run_args).classifier(a.family)
+        plan = read_plan(cfg.paths.plans_dir, a.family, task, c.policy)
+
+        def make(_k: int, c: Any = c, plan: Any = plan) -> Any:
+            return build_task_policy(c, profile, plan).scheduler
+
+        for kind in SIM_KINDS:
+            sim_cfg = SchedulerSimConfig(
+                replicas=k, slo_ms=slo_ms, routing="pow2", service=a.sim_service,
+                max_batch_size=c.max_batch_size, overhead_ms=hops_ms,
+                load_window_s=cfg.controller.window_s,
+                max_ongoing=max(2 * c.max_queued_items, 64), max_queued_items=c.max_queued_items,
+                task=task, job_size=a.job_size, latency_feedback=c.latency_feedback,
+                response_margin_ms=cfg.http.response_margin_ms,
+                seed=a.seed)
+            cal = kind == "simcal"
+            records: list[RequestRecord] = []
+            for seed in range(a.seed, a.seed + (a.sim_seeds if cal else 1)):
+                # the policy decides from the profile it knows; the service times are the sim's
+                served_s = ServedTimes(calib_records, profile, seed=seed) if cal else None
+                sim = simulate(profile, make, arrivals, spec.duration_s,
+                               replace(sim_cfg, seed=seed), service_times=served_s,
+                               stack=StackDelays(timings, seed=seed) if cal else None)
+                if not records:
+                    series[f"{kind} {run_name}"] = timeseries(sim.records, spec.duration_s,
+                                                              slo_ms)
+                records += sim.records
+            n_runs = len(records) // max(len(sim.records), 1)
+            sims[f"{kind}_{run_name}"] = summarize(records, n_runs * spec.duration_s, slo_ms)
+    return sim_inputs, sims, series
+
+
 def run(a: argparse.Namespace) -> dict[str, Any]:
     from app.builder import load_config
     from app.catalog import profile_file
-    from deployments.policy_setup import build_task_policy, read_plan
     from profiling.artifacts import load_profile
 
     b = Bench(a)
@@ -209,7 +286,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
                                         plan=adapt_plan, default_slo_ms=b.slo_ms)
         out["deploy_adaptive_s"] = lb.deploy_app(adapt_args, b.base)
         time.sleep(a.settle_s)
-        # warm-up at the static capacity; also a calibration run of the simulator (4.)
+        # warm-up at the static capacity (the replica's latency feedback fills up here)
         b.load("warmup_adaptive", b.base,
                TraceSpec("poisson", live_cap / a.job_size, a.warmup_s, seed=a.seed + 1),
                a.job_size)
@@ -217,47 +294,10 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     finally:
         lb.stop_ray()
 
-    # 4. the simulator on the same profile, plans, trace and seed. "sim": batch times from the
-    # profile (the model alone on an idle core) and a constant stack time per call (p50 at light
-    # load); "simcal": batch and stack times as the live server measured them in the calibration
-    # runs (every ramp step of the static configuration and the adaptive warm-up), never in the
-    # runs it predicts (app/sim/served.py)
-    arrivals = arrival_times(spec)
-    # time outside the replica, per call, at light load with the runs' job size (the first
-    # ramp step); single-item light runs understate it for jobs (decode, transfer, response)
-    hops_ms = hops_p50_ms(b.runs["ramp_0" if a.job_size > 1 else "light_app"])
-    calib = [f"ramp_{i}" for i in range(len(steps))] + ["warmup_adaptive"]
-    calib_records = [r for n in calib for r in b.runs[n].records]
-    served = ServedTimes(calib_records, profile, seed=a.seed)
-    timings = call_timings(calib_records)
-    out["sim_inputs"] = {"hops_p50_ms": hops_ms, "service": a.sim_service,
-                         "calibration_runs": calib, "calibration_calls": len(timings),
-                         "served_factor": served.factor,
-                         "served_pairs": sorted(f"{v}@{n}" for v, n in served.samples),
-                         "stack_p50_ms": StackDelays(timings).p50_total_ms()}
-    sims: dict[str, LoadSummary] = {}
-    series: dict[str, Any] = {}
-    for run_name, run_args in (("static_2x", static_args), (f"{a.policy}_2x", adapt_args)):
-        c = load_config(run_args).classifier(a.family)
-        plan = read_plan(cfg.paths.plans_dir, a.family, task, c.policy)
-        series[f"live {run_name}"] = b.runs[run_name].series
-        for kind in SIM_KINDS:
-            sim_cfg = SchedulerSimConfig(
-                replicas=b.k, slo_ms=b.slo_ms, routing="pow2", service=a.sim_service,
-                max_batch_size=c.max_batch_size, overhead_ms=hops_ms,
-                load_window_s=cfg.controller.window_s,
-                max_ongoing=max(2 * c.max_queued_items, 64), max_queued_items=c.max_queued_items,
-                task=task, job_size=a.job_size, latency_feedback=c.latency_feedback,
-                response_margin_ms=cfg.http.response_margin_ms,
-                seed=a.seed)
-            cal = kind == "simcal"
-            # the policy decides from the profile it knows; the service times are the sim's
-            sim = simulate(profile, lambda _k, c=c, plan=plan: build_task_policy(
-                c, profile, plan).scheduler, arrivals, spec.duration_s, sim_cfg,
-                service_times=ServedTimes(calib_records, profile, seed=a.seed) if cal else None,
-                stack=StackDelays(timings, seed=a.seed) if cal else None)
-            sims[f"{kind}_{run_name}"] = sim.summary
-            series[f"{kind} {run_name}"] = timeseries(sim.records, spec.duration_s, b.slo_ms)
+    out["sim_inputs"], sims, series = simulate_runs(a, b.runs, steps, spec, b.args, static_args,
+                                                   adapt_args, b.k, b.slo_ms)
+    for name in ("static_2x", f"{a.policy}_2x"):
+        series[f"live {name}"] = b.runs[name].series
     out["runs"] = {n: r.summary for n, r in b.runs.items()}
     out["loadavg_1min_after_run"] = b.loadavg
     out["cpu_ms_per_call"] = b.cpu_ms
@@ -270,9 +310,40 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def resim(a: argparse.Namespace) -> dict[str, Any]:
+    """Phase 4 again on a finished run: its JSON (`--resim`) and its records (`--records`)."""
+    from dataclasses import fields
+    from types import SimpleNamespace
+
+    out: dict[str, Any] = json.loads(Path(a.resim).read_text())
+    a.job_size, a.seed, a.trace = out["job_size"], out["seed"], out["trace"]
+    a.policy = next(n[:-3] for n in out["runs"] if n.endswith("_2x") and n != "static_2x")
+    names = {f.name for f in fields(LoadSummary)}
+    out["runs"] = {n: LoadSummary(**{k: v for k, v in r.items() if k in names})
+                   for n, r in out["runs"].items()}
+    runs = {}
+    for f in sorted(a.records.glob("*.json")):
+        d = json.loads(f.read_text())
+        runs[f.stem] = SimpleNamespace(records=[RequestRecord(**r) for r in d["records"]],
+                                       series=d["timeseries"])
+    args = lb.serve_args(a.config)
+    static_args = lb.with_classifier(args, a.family, policy="most_accurate",
+                                     num_replicas=out["k"], default_slo_ms=out["slo_ms"])
+    plan = {**(lb.classifier_args(args, a.family).get("plan") or {}), "job_size": a.job_size}
+    adapt_args = lb.with_classifier(args, a.family, policy=a.policy, num_replicas=out["k"],
+                                    plan=plan, default_slo_ms=out["slo_ms"])
+    spec = TraceSpec(a.trace, 2 * out["capacity"]["live_qps"] / a.job_size, a.duration_s,
+                     seed=a.seed)
+    out["sim_inputs"], out["sim"], series = simulate_runs(
+        a, runs, out["capacity"]["ramp"], spec, args, static_args, adapt_args, out["k"],
+        out["slo_ms"])
+    out["checks"] = checks(out, a.policy)
+    return out
+
+
 def main() -> int:
     a = parse()
-    out = run(a)
+    out = resim(a) if a.resim else run(a)
     print(report(out))
     write_json(a.out, out)
     print(f"wrote {a.out} and {a.png}")

@@ -149,7 +149,8 @@ class Bench:
 
 
 def simulate_runs(a: argparse.Namespace, runs: dict[str, Any], steps: list[dict[str, float]],
-                  spec: TraceSpec, args: dict[str, Any], static_args: dict[str, Any],
+                  spec: TraceSpec, spec_1x: TraceSpec | None, args: dict[str, Any],
+                  static_args: dict[str, Any],
                   adapt_args: dict[str, Any], k: int, slo_ms: float
                   ) -> tuple[dict[str, Any], dict[str, LoadSummary], dict[str, Any]]:
     """Phase 4 from the live runs' records (`runs`: name -> .records, .series)."""
@@ -171,23 +172,31 @@ def simulate_runs(a: argparse.Namespace, runs: dict[str, Any], steps: list[dict[
     # static configuration's capacity (the best-goodput step and the ones after it), the
     # machine's state nearest the predicted load (stack times grow with load; the light steps
     # understate them). Its figures pool --sim-seeds runs (service and stack samples).
-    arrivals = arrival_times(spec)
     # time outside the replica, per call, at light load with the runs' job size (the first
     # ramp step); single-item light runs understate it for jobs (decode, transfer, response)
     hops_ms = hops_p50_ms(runs["ramp_0" if a.job_size > 1 else "light_app"])
     best_step = max(range(len(steps)), key=lambda i: steps[i]["goodput_qps"])
     calib = [f"ramp_{i}" for i in range(best_step, len(steps))]
     calib_records = [r for n in calib for r in runs[n].records]
-    served = ServedTimes(calib_records, profile, seed=a.seed)
+    # batch times of the variants the static ramp never runs: from the adaptive warm-up
+    seen = {r.variant for r in calib_records}
+    served_records = calib_records + [r for r in runs["warmup_adaptive"].records
+                                      if r.variant not in seen]
+    served = ServedTimes(served_records, profile, seed=a.seed)
     timings = call_timings(calib_records)
     sim_inputs = {"hops_p50_ms": hops_ms, "service": a.sim_service,
-                  "calibration_runs": calib, "calibration_calls": len(timings),
+                  "calibration_runs": calib + ["warmup_adaptive (other variants)"],
+                  "calibration_calls": len(timings),
                   "sim_seeds": a.sim_seeds, "served_factor": served.factor,
                   "served_pairs": sorted(f"{v}@{n}" for v, n in served.samples),
                   "stack_p50_ms": StackDelays(timings).p50_total_ms()}
     sims: dict[str, LoadSummary] = {}
     series: dict[str, Any] = {}
-    for run_name, run_args in (("static_2x", static_args), (f"{a.policy}_2x", adapt_args)):
+    predicted = [("static_2x", static_args, spec), (f"{a.policy}_2x", adapt_args, spec)]
+    if spec_1x is not None and f"{a.policy}_1x" in runs:
+        predicted.insert(1, (f"{a.policy}_1x", adapt_args, spec_1x))
+    for run_name, run_args, run_spec in predicted:
+        arrivals = arrival_times(run_spec)
         c = load_config(run_args).classifier(a.family)
         plan = read_plan(cfg.paths.plans_dir, a.family, task, c.policy)
 
@@ -207,16 +216,16 @@ def simulate_runs(a: argparse.Namespace, runs: dict[str, Any], steps: list[dict[
             records: list[RequestRecord] = []
             for seed in range(a.seed, a.seed + (a.sim_seeds if cal else 1)):
                 # the policy decides from the profile it knows; the service times are the sim's
-                served_s = ServedTimes(calib_records, profile, seed=seed) if cal else None
-                sim = simulate(profile, make, arrivals, spec.duration_s,
+                served_s = ServedTimes(served_records, profile, seed=seed) if cal else None
+                sim = simulate(profile, make, arrivals, run_spec.duration_s,
                                replace(sim_cfg, seed=seed), service_times=served_s,
                                stack=StackDelays(timings, seed=seed) if cal else None)
                 if not records:
-                    series[f"{kind} {run_name}"] = timeseries(sim.records, spec.duration_s,
+                    series[f"{kind} {run_name}"] = timeseries(sim.records, run_spec.duration_s,
                                                               slo_ms)
                 records += sim.records
             n_runs = len(records) // max(len(sim.records), 1)
-            sims[f"{kind}_{run_name}"] = summarize(records, n_runs * spec.duration_s, slo_ms)
+            sims[f"{kind}_{run_name}"] = summarize(records, n_runs * run_spec.duration_s, slo_ms)
     return sim_inputs, sims, series
 
 
@@ -290,12 +299,16 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         b.load("warmup_adaptive", b.base,
                TraceSpec("poisson", live_cap / a.job_size, a.warmup_s, seed=a.seed + 1),
                a.job_size)
+        # at the static capacity, for the simulator's fidelity at a second load (4.)
+        spec_1x = TraceSpec(a.trace, live_cap / a.job_size, a.duration_s / 2, seed=a.seed + 2)
+        out["spec_1x"] = spec_1x.to_dict()
+        b.load(f"{a.policy}_1x", b.base, spec_1x, a.job_size)
         b.load(f"{a.policy}_2x", b.base, spec, a.job_size)
     finally:
         lb.stop_ray()
 
-    out["sim_inputs"], sims, series = simulate_runs(a, b.runs, steps, spec, b.args, static_args,
-                                                   adapt_args, b.k, b.slo_ms)
+    out["sim_inputs"], sims, series = simulate_runs(a, b.runs, steps, spec, spec_1x, b.args,
+                                                   static_args, adapt_args, b.k, b.slo_ms)
     for name in ("static_2x", f"{a.policy}_2x"):
         series[f"live {name}"] = b.runs[name].series
     out["runs"] = {n: r.summary for n, r in b.runs.items()}
@@ -334,9 +347,10 @@ def resim(a: argparse.Namespace) -> dict[str, Any]:
                                     plan=plan, default_slo_ms=out["slo_ms"])
     spec = TraceSpec(a.trace, 2 * out["capacity"]["live_qps"] / a.job_size, a.duration_s,
                      seed=a.seed)
+    spec_1x = TraceSpec(**out["spec_1x"]) if "spec_1x" in out else None
     out["sim_inputs"], out["sim"], series = simulate_runs(
-        a, runs, out["capacity"]["ramp"], spec, args, static_args, adapt_args, out["k"],
-        out["slo_ms"])
+        a, runs, out["capacity"]["ramp"], spec, spec_1x, args, static_args, adapt_args,
+        out["k"], out["slo_ms"])
     out["checks"] = checks(out, a.policy)
     return out
 

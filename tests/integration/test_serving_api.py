@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 
 SLO_MS = 3000.0
 DECISION_FIELDS = {"variant", "model", "modalities", "gamma", "expected_accuracy", "batch_size",
-                   "queue_ms", "compute_ms", "deadline_met", "replica"}
+                   "queue_ms", "compute_ms", "deadline_met", "replica", "dispatch_ms"}
 
 
 def classify_body(family: str, task: str, inputs: dict[str, Any],
@@ -55,6 +55,7 @@ def test_classify_every_task(server: Server, examples, family: str) -> None:
         assert set(d) == DECISION_FIELDS
         assert d["deadline_met"] and d["batch_size"] >= 1 and 0 <= d["expected_accuracy"] <= 1
         assert d["compute_ms"] > 0 and body["latency_ms"] < SLO_MS
+        assert 0 <= d["dispatch_ms"] <= d["queue_ms"]  # ingress -> replica is part of the queue
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -66,9 +66,8 @@ def warm_up(model: Any, tasks: tuple[str, ...],
 
 def profile_lookup(profiles: dict[str, Profile]) -> Callable[[str, str, int], float | None]:
     """(task, variant, batch size) -> the profiled p50 ms (None where not profiled)."""
-    p50 = {(t, v.variant.name, p.batch_size): p.p50_ms
-           for t, prof in profiles.items() for v in prof.variants for p in v.latency}
-    return lambda task, variant, size: p50.get((task, variant, size))
+    tables = {t: prof.p50_ms_table() for t, prof in profiles.items()}
+    return lambda task, variant, size: tables.get(task, {}).get((variant, size))
 
 
 def replica_id() -> str:

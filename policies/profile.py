@@ -66,6 +66,11 @@ class Profile:
                 return v
         raise ValueError(f"unknown variant {name!r}; valid: {self.names()}")
 
+    def p50_ms_table(self) -> dict[tuple[str, int], float]:
+        """Measured p50 ms per (variant name, batch size), profiled points only."""
+        return {(v.variant.name, p.batch_size): p.p50_ms for v in self.variants
+                for p in v.latency}
+
     def subset(self, names: list[str]) -> Profile:
         """The profile restricted to `names`, in that order."""
         return Profile(self.name, self.hardware, tuple(self.by_name(n) for n in names),

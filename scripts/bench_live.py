@@ -154,7 +154,7 @@ def simulate_runs(a: argparse.Namespace, runs: dict[str, Any], steps: list[dict[
                   adapt_args: dict[str, Any], k: int, slo_ms: float
                   ) -> tuple[dict[str, Any], dict[str, LoadSummary], dict[str, Any]]:
     """Phase 4 from the live runs' records (`runs`: name -> .records, .series)."""
-    from app.builder import load_config
+    from app.builder import ensure_artifacts, load_config
     from app.catalog import profile_file
     from deployments.models.registry import load_model
     from deployments.policy_setup import build_task_policy, read_plan
@@ -197,7 +197,11 @@ def simulate_runs(a: argparse.Namespace, runs: dict[str, Any], steps: list[dict[
         predicted.insert(1, (f"{a.policy}_1x", adapt_args, spec_1x))
     for run_name, run_args, run_spec in predicted:
         arrivals = arrival_times(run_spec)
-        c = load_config(run_args).classifier(a.family)
+        run_cfg = load_config(run_args)
+        # the plan file must be this config's (a no-op right after the live runs; --resim may
+        # follow other deployments that rewrote it)
+        ensure_artifacts(run_cfg)
+        c = run_cfg.classifier(a.family)
         plan = read_plan(cfg.paths.plans_dir, a.family, task, c.policy)
 
         def make(_k: int, c: Any = c, plan: Any = plan) -> Any:

@@ -152,8 +152,7 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
     seq = [0]
     front_s = cfg.front_s
     front_free = [0.0] * cfg.front_servers  # heap of the times each front server frees up
-    p50_ms = {(v.variant.name, p.batch_size): p.p50_ms for v in profile.variants
-              for p in v.latency}
+    p50_ms = profile.p50_ms_table()
 
     def finish(i: int, outcome: str, now: float, k: int, **kw: Any) -> None:
         """Item `i` is answered; its call's records are written when the whole call is."""

@@ -49,12 +49,12 @@ def call_timings(records: Iterable[RequestRecord]) -> list[CallTiming]:
                for r in items):
             continue
         first = items[0]
-        assert first.latency_ms is not None and first.server_ms is not None
-        http_ms = max(first.latency_ms - first.server_ms, 0.0)
+        latency, server = first.latency_ms or 0.0, first.server_ms or 0.0  # checked above
+        http_ms = max(latency - server, 0.0)
         done_ms = max((r.queue_ms or 0.0) + (r.compute_ms or 0.0) for r in items)
         out.append(CallTiming(to_ingress_s=http_ms / 2000.0,
                               to_replica_s=max(first.dispatch_ms or 0.0, 0.0) / 1000.0,
-                              back_s=(max(first.server_ms - done_ms, 0.0) + http_ms / 2) / 1000.0))
+                              back_s=(max(server - done_ms, 0.0) + http_ms / 2) / 1000.0))
     return out
 
 
@@ -81,8 +81,7 @@ class ServedTimes:
 
     def __init__(self, records: Iterable[RequestRecord], profile: Profile, seed: int = 0,
                  min_samples: int = 5) -> None:
-        self.p50 = {(v.variant.name, p.batch_size): p.p50_ms / 1000.0
-                    for v in profile.variants for p in v.latency}
+        self.p50 = {k: ms / 1000.0 for k, ms in profile.p50_ms_table().items()}
         # every item of a batch carries the batch's time; for one (variant, size) sampling items
         # uniformly is sampling batches uniformly
         items: dict[tuple[str, int], list[float]] = defaultdict(list)

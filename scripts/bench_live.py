@@ -2,8 +2,8 @@
 
     .venv/bin/python scripts/bench_live.py [--config serve_config.yaml] [--port 8100]
 
-Phases on a private local Ray/Serve (HTTP port --port), all with `app/loadgen.py`:
- 1. default app (serve_config.yaml as is) + the bare graph (app/bare.py, same family, its most
+Phases on a private local Ray/Serve (HTTP port --port), all with `app/bench/loadgen.py`:
+ 1. default app (serve_config.yaml as is) + the bare graph (app/bench/bare.py, same family, its most
     accurate variant), both driven at the same time at light load: overhead p50
     (latency - compute), app vs bare (c); RSS of every replica process of the default app (d);
  2. the family on the most accurate static configuration, K replicas: capacity from the
@@ -27,14 +27,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-from app import live_bench as lb  # noqa: E402
-from app.live_report import SIM_KINDS, checks, hops_p50_ms, report  # noqa: E402
-from app.loadgen import LoadgenConfig, LoadResult, Payload, run_load  # noqa: E402
-from app.loadgen_report import plot_runs, write_json  # noqa: E402
-from app.sim.request_metrics import LoadSummary, RequestRecord, summarize, timeseries  # noqa: E402
-from app.sim.scheduler_sim import SchedulerSimConfig, simulate  # noqa: E402
-from app.sim.served import ServedTimes, StackDelays, call_timings  # noqa: E402
-from app.sim.trace_spec import TraceSpec, arrival_times  # noqa: E402
+from app.bench import live as lb  # noqa: E402
+from app.bench.live_report import SIM_KINDS, checks, hops_p50_ms, report  # noqa: E402
+from app.bench.loadgen import LoadgenConfig, LoadResult, Payload, run_load  # noqa: E402
+from app.bench.loadgen_report import plot_runs, write_json  # noqa: E402
+from app.sim.replica.request_metrics import LoadSummary, RequestRecord, summarize, timeseries  # noqa: E402
+from app.sim.replica.sim import SchedulerSimConfig, simulate  # noqa: E402
+from app.sim.replica.served import ServedTimes, StackDelays, call_timings  # noqa: E402
+from app.sim.traces.spec import TraceSpec, arrival_times  # noqa: E402
 
 
 def parse() -> argparse.Namespace:
@@ -96,7 +96,7 @@ class Bench:
         the same state of the shared machine."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from app.loadgen import payloads_from_model
+        from app.bench.loadgen import payloads_from_model
 
         cfgs = []
         for _, url, spec, job in runs:
@@ -155,9 +155,9 @@ def simulate_runs(a: argparse.Namespace, runs: dict[str, Any], steps: list[dict[
                   ) -> tuple[dict[str, Any], dict[str, LoadSummary], dict[str, Any]]:
     """Phase 4 from the live runs' records (`runs`: name -> .records, .series)."""
     from app.builder import ensure_artifacts, load_config
-    from app.catalog import profile_file
+    from deployments.ingress.catalog import profile_file
     from deployments.models.registry import load_model
-    from deployments.policy_setup import build_task_policy, read_plan
+    from deployments.classifier.policy_setup import build_task_policy, read_plan
     from profiling.artifacts import load_profile
 
     cfg = load_config(args)
@@ -168,7 +168,7 @@ def simulate_runs(a: argparse.Namespace, runs: dict[str, Any], steps: list[dict[
     # 4. the simulator on the same profile, plans, trace and seed. "sim": batch times from the
     # profile (the model alone on an idle core) and a constant stack time per call (p50 at light
     # load); "simcal": batch and stack times as the live server measured them in the calibration
-    # runs, never in the runs it predicts (app/sim/served.py): the ramp steps at and past the
+    # runs, never in the runs it predicts (app/sim/replica/served.py): the ramp steps at and past the
     # static configuration's capacity (the best-goodput step and the ones after it), the
     # machine's state nearest the predicted load (stack times grow with load; the light steps
     # understate them). Its figures pool --sim-seeds runs (service and stack samples).
@@ -235,7 +235,7 @@ def simulate_runs(a: argparse.Namespace, runs: dict[str, Any], steps: list[dict[
 
 def run(a: argparse.Namespace) -> dict[str, Any]:
     from app.builder import load_config
-    from app.catalog import profile_file
+    from deployments.ingress.catalog import profile_file
     from profiling.artifacts import load_profile
 
     b = Bench(a)

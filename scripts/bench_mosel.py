@@ -18,10 +18,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.sim.mosel_profiles import load_profile  # noqa: E402
-from app.sim.mosel_report import mosel_table, plot_mosel, run_mosel_suite  # noqa: E402
-from app.sim.mosel_sim import build_tables  # noqa: E402
-from policies.modality import (  # noqa: E402
+from app.sim.mosel.profiles import load_profile  # noqa: E402
+from app.sim.mosel.report import mosel_table, plot_mosel, run_mosel_suite  # noqa: E402
+from app.sim.mosel.sim import build_tables  # noqa: E402
+from policies.modality.api import (  # noqa: E402
     ModalityQueueSnapshot,
     QueuedJob,
     build_matrix,

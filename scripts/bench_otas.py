@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.sim.otas_report import otas_table, plot_otas
-from app.sim.otas_sim import SETUPS, load_profile, run_otas_experiment, token_profile_from_profile
-from policies.tokens import (
+from app.sim.otas.report import otas_table, plot_otas
+from app.sim.otas.sim import SETUPS, load_profile, run_otas_experiment, token_profile_from_profile
+from policies.tokens.api import (
     AllocationProblem,
     TokenProfile,
     allocate_alg2,

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import numpy as np
 
-from app.sim.engine import Balancer, SimConfig, Simulator
-from app.workloads import twitter_trace
+from app.sim.ramsis.engine import Balancer, SimConfig, Simulator
+from app.sim.traces.workloads import twitter_trace
 from policies.model_selection.api import WorkerView
 from policies.model_selection.mdp import build_mdp
 from policies.model_selection.mdp_spec import MDPSpec
 from policies.model_selection.solve import solve
 from policies.model_selection.table import PolicyTable, RamsisSelector
 from policies.profile import LatencyModel
-from profiling.ramsis_data import load_ramsis_profile
+from app.sim.ramsis.data import load_ramsis_profile
 
 
 def interpolated_models(base: LatencyModel, count: int) -> LatencyModel:

@@ -4,7 +4,7 @@ Jellyfish+: for the anticipated load, the most accurate model that has a batch s
 latency <= SLO/2 and throughput b / l(m, b) >= 1.05 x per-worker load; workers pull up to that b
 from a central queue (adaptive batching). ModelSwitching: the most accurate model whose p99
 response latency under the anticipated load, measured by our simulator, is within the SLO
-(calibrated in app.sim.calibration); same central queue and batching.
+(calibrated in app.sim.ramsis.calibration); same central queue and batching.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from policies.modality import (
+from policies.modality.api import (
     ModalityQueueSnapshot,
     ModalityTables,
     QueuedJob,

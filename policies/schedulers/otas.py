@@ -24,7 +24,7 @@ from policies.schedulers.base import (
     SchedulerStats,
 )
 from policies.schedulers.plans import build_otas_plan, load_otas_plan
-from policies.tokens import (
+from policies.tokens.api import (
     BatchingParams,
     BatchQueue,
     FixedGammaPolicy,

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from policies.modality import Strategy, StrategyMatrix, build_matrix, strategy_from_batches
+from policies.modality.api import Strategy, StrategyMatrix, build_matrix, strategy_from_batches
 from policies.model_selection.baselines import LoadGranularPolicy, StaticChoice, jellyfish_choice
 from policies.model_selection.mdp import build_mdp
 from policies.model_selection.mdp_spec import (
@@ -37,7 +37,7 @@ from policies.model_selection.policy_set import generate_policy_set
 from policies.model_selection.solve import solve
 from policies.model_selection.table import PolicyTable
 from policies.profile import LatencyModel, Profile
-from policies.tokens import BatchingParams, RateRow, RateTable, SwitchRule, TokenProfile
+from policies.tokens.api import BatchingParams, RateRow, RateTable, SwitchRule, TokenProfile
 
 FORMAT_VERSION = 1
 
@@ -129,7 +129,7 @@ def load_ramsis_tables(plan: dict[str, Any]) -> list[PolicyTable]:
 
 def load_granular_plan(policy: str, model: LatencyModel, slo_s: float, num_workers: int,
                        choices: list[StaticChoice], percentile: str) -> dict[str, Any]:
-    """Serialize per-load choices (e.g. `app.sim.calibration.model_switching(...).choices`)."""
+    """Serialize per-load choices (e.g. `app.sim.ramsis.calibration.model_switching(...).choices`)."""
     return _finish({"kind": "load_granular", "policy": policy, "slo_s": slo_s,
                     "num_workers": num_workers, "load_scope": "deployment",
                     "percentile": percentile, "max_batch_size": model.max_batch_size,

@@ -200,9 +200,9 @@ def make_jellyfish(profile: Profile, plan_dict: dict[str, Any] | None,
 
 def make_model_switching(profile: Profile, plan_dict: dict[str, Any] | None,
                          params: dict[str, Any]) -> Scheduler:
-    """Needs a `load_granular` plan from the simulator calibration (app.sim.calibration)."""
+    """Needs a `load_granular` plan from the simulator calibration (app.sim.ramsis.calibration)."""
     if plan_dict is None:
         raise ValueError("modelswitching needs a load_granular plan: calibrate with "
-                         "app.sim.calibration.model_switching and serialize with "
+                         "app.sim.ramsis.calibration.model_switching and serialize with "
                          "policies.schedulers.plans.load_granular_plan")
     return LoadGranularScheduler("modelswitching", profile, plan_dict, params)

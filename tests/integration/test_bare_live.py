@@ -7,9 +7,9 @@ import socket
 
 import pytest
 
-from app import live_bench as lb
-from app.loadgen import LoadgenConfig, build_payloads, run_load
-from app.sim.trace_spec import TraceSpec
+from app.bench import live as lb
+from app.bench.loadgen import LoadgenConfig, build_payloads, run_load
+from app.sim.traces.spec import TraceSpec
 from tests.integration.fake_family import COMPUTE_S, FakeFamily
 
 pytestmark = pytest.mark.integration

@@ -1,5 +1,5 @@
 """The MOSEL re-plan as it was before the packed-array rewrite (commit 515fbce,
-policies/modality_replan.py): the oracle for test_modality_replan_equivalence.py. Kept
+policies/modality/replan.py): the oracle for test_modality_replan_equivalence.py. Kept
 verbatim (minus the dataclasses, which did not change and are imported) so the new code is
 checked against the old decisions, not against a re-derivation of them."""
 
@@ -10,7 +10,7 @@ import bisect
 import numpy as np
 import numpy.typing as npt
 
-from policies.modality import (
+from policies.modality.api import (
     DropReason,
     JobAssignment,
     JobDrop,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.live_bench import classifier_args, profile_capacity, serve_args, with_classifier
+from app.bench.live import classifier_args, profile_capacity, serve_args, with_classifier
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.types import Variant
 
@@ -46,8 +46,8 @@ def test_profile_capacity_picks_the_best_batch_within_half_the_slo() -> None:
 def test_hops_count_a_job_once_outside_its_batches() -> None:
     from types import SimpleNamespace
 
-    from app.live_report import hops_p50_ms
-    from app.sim.request_metrics import RequestRecord
+    from app.bench.live_report import hops_p50_ms
+    from app.sim.replica.request_metrics import RequestRecord
 
     def rec(i: int, lat: float, queue: float, compute: float, job: str | None) -> RequestRecord:
         return RequestRecord(index=i, scheduled_s=0, sent_s=0, outcome="ok", latency_ms=lat,
@@ -62,8 +62,8 @@ def test_hops_count_a_job_once_outside_its_batches() -> None:
 
 
 def test_served_times_sample_live_batches_and_scale_the_rest() -> None:
-    from app.sim.request_metrics import RequestRecord
-    from app.sim.served import ServedTimes
+    from app.sim.replica.request_metrics import RequestRecord
+    from app.sim.replica.served import ServedTimes
 
     v = Variant(name="m", model="m", modalities=frozenset({"image"}))
     w = Variant(name="w", model="w", modalities=frozenset({"image"}))
@@ -87,8 +87,8 @@ def test_served_times_sample_live_batches_and_scale_the_rest() -> None:
 
 
 def test_call_timings_split_the_stack_time_of_answered_calls() -> None:
-    from app.sim.request_metrics import RequestRecord
-    from app.sim.served import StackDelays, call_timings
+    from app.sim.replica.request_metrics import RequestRecord
+    from app.sim.replica.served import StackDelays, call_timings
 
     def rec(i: int, job: str, outcome: str = "ok", q: float = 30.0) -> RequestRecord:
         # client 100 ms, server 80 ms (20 ms of HTTP), 12 ms to the replica, last batch done at

@@ -6,11 +6,11 @@ import sys
 import numpy as np
 import pytest
 
-from app.workloads import azure_llm_trace, constant_poisson, twitter_rates_per_second
+from app.sim.traces.workloads import azure_llm_trace, constant_poisson, twitter_rates_per_second
 from policies.profile import LatencyModel, LatencyPoint, Profile, VariantProfile, dense_latency_ms
 from policies.types import Variant
 from profiling.paths import shared_data_dir
-from profiling.ramsis_data import IMAGE_MODELS, load_ramsis_profile
+from app.sim.ramsis.data import IMAGE_MODELS, load_ramsis_profile
 from tests.conftest import needs_shared
 
 
@@ -66,8 +66,8 @@ def test_poisson_rate_and_seed():
 
 
 def test_policies_and_sim_do_not_import_ray_or_torch():
-    code = ("import sys, policies.model_selection.mdp, policies.model_selection.table, app.sim.engine, "
-            "app.sim.experiments; bad = [m for m in ('ray', 'torch', 'asyncio') if m in sys.modules]; "
+    code = ("import sys, policies.model_selection.mdp, policies.model_selection.table, app.sim.ramsis.engine, "
+            "app.sim.ramsis.experiments; bad = [m for m in ('ray', 'torch', 'asyncio') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr

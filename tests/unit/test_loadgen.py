@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from aiohttp import web
 
-from app.loadgen import LoadgenConfig, build_payloads, format_summary, run_load
-from app.loadgen_report import plot_runs, write_json
-from app.sim.request_metrics import RequestRecord, summarize
-from app.sim.trace_spec import TraceSpec, arrival_times
+from app.bench.loadgen import LoadgenConfig, build_payloads, format_summary, run_load
+from app.bench.loadgen_report import plot_runs, write_json
+from app.sim.replica.request_metrics import RequestRecord, summarize
+from app.sim.traces.spec import TraceSpec, arrival_times
 from tests.conftest import needs_shared
 
 

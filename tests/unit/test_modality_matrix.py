@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.modality import (
+from policies.modality.api import (
     ACCURACY_EPS,
     build_frontier,
     build_matrix,
@@ -99,7 +99,7 @@ def test_infeasible_cells_marked() -> None:
 
 
 def test_paper_sized_matrix_is_exact_and_complete() -> None:
-    from app.sim.mosel_profiles import three_modality_profile
+    from app.sim.mosel.profiles import three_modality_profile
 
     model = LatencyModel.from_profile(three_modality_profile(), "mean", 64)
     matrix = build_matrix(model, 64, 20)
@@ -128,7 +128,7 @@ def test_gekko_agrees_with_exact(n: int, slo: float) -> None:
 
 
 def test_import_is_pure() -> None:
-    code = ("import sys, policies.modality; "
+    code = ("import sys, policies.modality.api; "
             "bad = [m for m in ('ray', 'torch', 'asyncio', 'gekko') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.sim.mosel_profiles import all_modality_index, figure2_profile, three_modality_profile
-from policies.modality import (
+from app.sim.mosel.profiles import all_modality_index, figure2_profile, three_modality_profile
+from policies.modality.api import (
     DEADLINE_EPS_S,
     ModalityQueueSnapshot,
     ModalityTables,

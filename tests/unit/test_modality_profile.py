@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.sim.mosel_profiles import mosel_profile_from_profile
-from app.sim.mosel_report import mosel_table, plot_mosel, run_mosel_suite
+from app.sim.mosel.profiles import mosel_profile_from_profile
+from app.sim.mosel.report import mosel_table, plot_mosel, run_mosel_suite
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.types import Variant
 
@@ -75,7 +75,7 @@ def test_suite_runs_on_a_profile_json(tmp_path: Path) -> None:
 
 def test_cli_mosel_with_profile_writes_table_json_png(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from app.cli import main
+    from app.cli.main import main
 
     path = tmp_path / "fusion.json"
     path.write_text(json.dumps(hand_built().to_dict()))

@@ -8,9 +8,9 @@ import random
 import numpy as np
 import pytest
 
-from app.sim.mosel_profiles import load_profile
-from app.sim.mosel_sim import build_tables
-from policies.modality import (
+from app.sim.mosel.profiles import load_profile
+from app.sim.mosel.sim import build_tables
+from policies.modality.api import (
     CandidateSet,
     ModalityQueueSnapshot,
     ModalityTables,
@@ -24,7 +24,7 @@ from policies.modality import (
     replan,
     replan_greedy,
 )
-from policies.modality_greedy import _search_steps
+from policies.modality.greedy import _search_steps
 from policies.types import SLO, Job
 from tests.unit import modality_replan_reference as reference
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from app.sim.mosel_sim import run_mosel_experiment
+from app.sim.mosel.sim import run_mosel_experiment
 
 
 def _strip_timing(result: dict) -> dict:  # type: ignore[type-arg]
@@ -36,7 +36,7 @@ def test_every_request_answered_and_optimized_beats_agnostic() -> None:
 
 
 def test_sim_import_is_pure() -> None:
-    code = ("import sys, app.sim.mosel_sim; "
+    code = ("import sys, app.sim.mosel.sim; "
             "bad = [m for m in ('ray', 'torch', 'asyncio', 'gekko') if m in sys.modules]; "
             "sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

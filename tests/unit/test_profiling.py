@@ -175,7 +175,7 @@ def test_all_tasks_by_default(tmp_path: Path) -> None:
 
 def test_cli_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                      capsys: pytest.CaptureFixture[str]) -> None:
-    from app.cli import main
+    from app.cli.main import main
 
     monkeypatch.setattr(artifacts, "registry_loader", lambda _n, _d: TinyModel())
     rc = main(["profile", "--models", "tiny", "--tasks", "default", "--batch-sizes", "1,2",

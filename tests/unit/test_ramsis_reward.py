@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from app.planning import _spec_key, plan_policy_set
+from app.sim.ramsis.planning import _spec_key, plan_policy_set
 from policies.model_selection.mdp import build_mdp
 from policies.model_selection.mdp_spec import MDPSpec, Reward
 from policies.model_selection.solve import (

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.sim.request_metrics import summarize
-from app.sim.scheduler_sim import SchedulerSimConfig, simulate
-from app.sim.trace_spec import TraceSpec, arrival_times
+from app.sim.replica.request_metrics import summarize
+from app.sim.replica.sim import SchedulerSimConfig, simulate
+from app.sim.traces.spec import TraceSpec, arrival_times
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.schedulers.base import BatchPlan, PendingItem, Scheduler, SchedulerDecision
 from policies.schedulers.registry import make_scheduler
@@ -159,7 +159,7 @@ def test_front_stage_queues_calls_before_the_replicas() -> None:
 
 
 def test_stack_delays_and_served_times_replace_overhead_and_profile() -> None:
-    from app.sim.served import CallTiming, StackDelays
+    from app.sim.replica.served import CallTiming, StackDelays
 
     prof = _profile()
     stack = StackDelays([CallTiming(to_ingress_s=0.010, to_replica_s=0.020, back_s=0.015)])

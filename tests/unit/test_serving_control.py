@@ -9,9 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from app.config import AppConfig
-from app.controller import PolicyController
-from app.schemas import ClassifyRequest
-from deployments.http_errors import from_validation
+from app.controller.controller import PolicyController
+from deployments.ingress.schemas import ClassifyRequest
+from deployments.ingress.errors import from_validation
 from deployments.wire import ReplicaReport
 
 

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.catalog import Catalog, family_info
+from deployments.ingress.catalog import Catalog, family_info
 from app.config import HttpConfig
-from deployments.ingress import IngressMetrics, build_http_app
-from deployments.ingress_service import IngressService
+from deployments.ingress.deployment import IngressMetrics, build_http_app
+from deployments.ingress.service import IngressService
 from deployments.wire import ClassifyCall, ClassifyOutcome, ItemResult, ItemStatus
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.types import Variant

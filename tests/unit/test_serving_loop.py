@@ -8,8 +8,8 @@ import time
 import pytest
 
 from deployments.models.base import Prediction
-from deployments.queueing import DeadlineQueue, QueuedItem, RateWindow
-from deployments.replica_loop import LoopSettings, ReplicaLoop
+from policies.queue import DeadlineQueue, QueuedItem, RateWindow
+from deployments.classifier.loop import LoopSettings, ReplicaLoop
 from deployments.wire import ItemStatus, WorkItem
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.schedulers.base import PendingItem, Scheduler, SchedulerDecision

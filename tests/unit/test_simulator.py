@@ -1,10 +1,10 @@
 import numpy as np
 
-from app.sim.engine import Balancer, SimConfig, Simulator
-from app.sim.events import EventKind, EventQueue
-from app.sim.metrics import summarize
-from app.sim.monitor import LoadMonitor
-from app.workloads import constant_poisson
+from app.sim.ramsis.engine import Balancer, SimConfig, Simulator
+from app.sim.kernel import EventKind, EventQueue
+from app.sim.ramsis.metrics import summarize
+from app.sim.ramsis.monitor import LoadMonitor
+from app.sim.traces.workloads import constant_poisson
 from policies.model_selection.api import Choice, WorkerView
 from policies.model_selection.baselines import FixedPolicy
 from policies.profile import LatencyModel

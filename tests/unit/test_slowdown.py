@@ -8,8 +8,8 @@ import asyncio
 import numpy as np
 import pytest
 
-from app.sim.scheduler_sim import SchedulerSimConfig, simulate
-from deployments.replica_loop import LoopSettings, ReplicaLoop
+from app.sim.replica.sim import SchedulerSimConfig, simulate
+from deployments.classifier.loop import LoopSettings, ReplicaLoop
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.schedulers.base import Drop, DropReason, PendingItem, SchedulerDecision
 from policies.schedulers.registry import make_scheduler

@@ -7,7 +7,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.tokens import (
+from policies.tokens.api import (
     AllocationProblem,
     allocate_alg2,
     allocate_exact,

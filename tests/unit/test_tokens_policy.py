@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from policies.tokens import (
+from policies.tokens.api import (
     BatchingParams,
     BatchQueue,
     FixedGammaPolicy,
@@ -98,7 +98,7 @@ def test_four_outcomes_and_utility() -> None:
 
 
 def _profile() -> TokenProfile:
-    from app.sim.otas_profile import figure4_profile
+    from app.sim.otas.profile import figure4_profile
     return TokenProfile.from_profile(figure4_profile())
 
 
@@ -117,7 +117,7 @@ def test_policy_evicts_infeasible_and_runs_earliest() -> None:
 
 
 def test_simulator_is_deterministic_and_accounts_every_query() -> None:
-    from app.sim.otas_sim import run_otas_experiment
+    from app.sim.otas.sim import run_otas_experiment
     kwargs = dict(duration_s=6, seed=7, policies=["otas-alg2", "otas-exact-dponly", "fixed0"])
     a = run_otas_experiment(**kwargs)  # type: ignore[arg-type]
     b = run_otas_experiment(**kwargs)  # type: ignore[arg-type]
@@ -130,7 +130,7 @@ def test_simulator_is_deterministic_and_accounts_every_query() -> None:
 
 
 def test_import_is_pure() -> None:
-    code = ("import sys, policies.tokens, app.sim.otas_sim; "
+    code = ("import sys, policies.tokens.api, app.sim.otas.sim; "
             "bad = {'ray', 'torch', 'asyncio'} & set(sys.modules); "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
-from app.sim.otas_profile import figure4_profile, table_i_efficiency, throughput_qps
-from app.sim.otas_sim import run_otas_experiment, token_profile_from_profile
-from app.sim.otas_trace import PAPER_LEVEL_SKEW, rate_per_second
+from app.cli.main import main
+from app.sim.otas.profile import figure4_profile, table_i_efficiency, throughput_qps
+from app.sim.otas.sim import run_otas_experiment, token_profile_from_profile
+from app.sim.otas.trace import PAPER_LEVEL_SKEW, rate_per_second
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.types import Variant
 

@@ -1,0 +1,48 @@
+"""`adaptserve loadgen`: open-loop replay of a trace against a running server."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from app.sim.traces.spec import TRACES, TraceSpec
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("loadgen", help="open-loop trace replay against the HTTP API")
+    p.add_argument("--url", default="http://127.0.0.1:8000")
+    p.add_argument("--model", default="family", help="model family (GET /v1/models)")
+    p.add_argument("--task", default=None, help="task of the family (default its first)")
+    p.add_argument("--trace", default="poisson", choices=list(TRACES))
+    p.add_argument("--qps", type=float, required=True,
+                   help="rate (twitter: minimum with --peak-qps, else mean)")
+    p.add_argument("--peak-qps", type=float, default=None, help="twitter: maximum rate")
+    p.add_argument("--duration-s", type=float, default=60.0)
+    p.add_argument("--slo-ms", type=float, required=True)
+    p.add_argument("--min-accuracy", type=float, default=None)
+    p.add_argument("--job-size", type=int, default=1, help=">1: send jobs of N items")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout-s", type=float, default=None)
+    p.add_argument("--examples", type=int, default=512, help="held-out examples to cycle")
+    p.add_argument("--models-dir", default=None, help="weights cache (default: the registry's)")
+    p.add_argument("--out", type=Path, default=Path("results/loadgen"))
+    p.set_defaults(func=cmd_loadgen)
+
+
+def cmd_loadgen(args: argparse.Namespace) -> int:
+    from app.bench.loadgen import LoadgenConfig, format_summary, payloads_from_model, run_load
+    from app.bench.loadgen_report import plot_runs, write_json
+
+    cfg = LoadgenConfig(url=args.url, model=args.model, task=args.task,
+                        trace=TraceSpec(args.trace, args.qps, args.duration_s, args.peak_qps,
+                                        args.seed),
+                        slo_ms=args.slo_ms, min_accuracy=args.min_accuracy,
+                        job_size=args.job_size, timeout_s=args.timeout_s)
+    payloads = payloads_from_model(cfg, limit=args.examples, models_dir=args.models_dir)
+    result = run_load(cfg, payloads)
+    print(format_summary(result.summary))
+    write_json(args.out / "loadgen.json", result.to_dict())
+    plot_runs({f"{cfg.model} {cfg.trace.kind}": result.series}, cfg.slo_ms,
+              args.out / "loadgen.png")
+    print(f"wrote {args.out / 'loadgen.json'} and {args.out / 'loadgen.png'}")
+    return 0

@@ -1,0 +1,189 @@
+"""MOSEL experiment: seeded discrete-event simulation of workers with EDF job queues.
+
+Each worker runs one job at a time (its whole strategy, non-preemptive, service time from the
+profile). The worker's policy is asked for a plan whenever a job arrives at the worker and
+whenever the worker is about to start its next job; the plan's drops are answered at once.
+Jobs go to the worker with the least predicted backlog. Same seed, same result.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.sim.mosel.metrics import JobRecord, summarize
+from app.sim.mosel.profiles import load_profile, mosel_profile_from_profile
+from app.sim.mosel.workload import (
+    DEFAULT_TRACE,
+    WorkloadSpec,
+    generate_jobs,
+    job_size_pmf,
+    load_trace_shape,
+    rescale,
+)
+from policies.modality.api import (
+    POLICY_NAMES,
+    ModalityPolicy,
+    ModalityQueueSnapshot,
+    ModalityTables,
+    QueuedJob,
+    build_matrix,
+    make_policy,
+)
+from policies.profile import Profile
+from policies.types import Job
+
+
+@dataclass
+class _Worker:
+    index: int
+    policy: ModalityPolicy
+    queue: dict[int, QueuedJob] = field(default_factory=dict)
+    free_at_s: float = 0.0
+    busy: bool = False
+
+    def backlog_s(self, now_s: float) -> float:
+        queued = sum(q.strategy.latency_s for q in self.queue.values() if q.strategy)
+        return max(self.free_at_s - now_s, 0.0) + queued
+
+
+class MoselSimulation:
+    """One run of one policy over a fixed list of jobs."""
+
+    def __init__(self, tables: ModalityTables, policy_name: str, num_workers: int, seed: int,
+                 timer: Callable[[], float] = time.process_time) -> None:
+        self.tables = tables
+        self.workers = [_Worker(i, make_policy(policy_name, tables, random.Random(seed + i)))
+                        for i in range(num_workers)]
+        self.timer = timer
+        self.records: list[JobRecord] = []
+        self.decision_s: list[float] = []
+        self._events: list[tuple[float, int, int, int]] = []  # time, seq, worker, job_id
+        self._seq = 0
+        self._running: dict[int, tuple[Job, float]] = {}
+
+    def run(self, jobs: list[Job]) -> list[JobRecord]:
+        pending = iter(jobs)
+        nxt = next(pending, None)
+        while nxt is not None or self._events:
+            if nxt is not None and (not self._events or nxt.arrival_s <= self._events[0][0]):
+                self._arrive(nxt)
+                nxt = next(pending, None)
+            else:
+                t, _, w, job_id = heapq.heappop(self._events)
+                self._finish(self.workers[w], job_id, t)
+        return self.records
+
+    def _arrive(self, job: Job) -> None:
+        now = job.arrival_s
+        worker = min(self.workers, key=lambda w: (w.backlog_s(now), w.index))
+        worker.queue[job.job_id] = QueuedJob(job)
+        self._decide(worker, now)
+        if not worker.busy:
+            self._start_next(worker, now)
+
+    def _decide(self, worker: _Worker, now: float) -> None:
+        snap = ModalityQueueSnapshot(max(worker.free_at_s, now), tuple(worker.queue.values()))
+        t0 = self.timer()
+        plan = worker.policy.decide(snap, now)
+        self.decision_s.append(self.timer() - t0)
+        for drop in plan.dropped:
+            q = worker.queue.pop(drop.job_id)
+            self._record(worker, q.job, None, None, dropped=True,
+                         drop_cause=self._drop_cause(q.job, snap.free_at_s, now))
+        order = {a.job_id: a for a in plan.assignments}
+        worker.queue = {jid: QueuedJob(worker.queue[jid].job, a.strategy)
+                        for jid, a in order.items()}
+
+    def _start_next(self, worker: _Worker, now: float) -> None:
+        if not worker.queue:
+            worker.busy = False
+            return
+        self._decide(worker, now)
+        if not worker.queue:
+            worker.busy = False
+            return
+        job_id = next(iter(worker.queue))  # plans are in EDF execution order
+        q = worker.queue.pop(job_id)
+        if q.strategy is None:
+            raise RuntimeError(f"policy left job {job_id} without a strategy")
+        finish = now + q.strategy.latency_s
+        worker.busy, worker.free_at_s = True, finish
+        self._running[job_id] = (q.job, q.strategy.accuracy)
+        heapq.heappush(self._events, (finish, self._seq, worker.index, job_id))
+        self._seq += 1
+
+    def _finish(self, worker: _Worker, job_id: int, now: float) -> None:
+        job, accuracy = self._running.pop(job_id)
+        self._record(worker, job, now, accuracy, dropped=False)
+        worker.busy = False
+        self._start_next(worker, now)
+
+    def _drop_cause(self, job: Job, free_at_s: float, now: float) -> str:
+        """'blocked': misses even alone on its fastest strategy once the worker frees up;
+        'at-arrival' / 'later': would fit alone, dropped on arrival / at a later re-plan."""
+        options = self.tables.options(job.num_requests, job.slo.min_accuracy or 0.0)
+        if not options.candidates or free_at_s + options.candidates[0].latency_s > job.deadline_s:
+            return "blocked"
+        return "at-arrival" if now == job.arrival_s else "later"
+
+    def _record(self, worker: _Worker, job: Job, finish_s: float | None,
+                accuracy: float | None, dropped: bool, drop_cause: str | None = None) -> None:
+        self.records.append(JobRecord(job.job_id, worker.index, job.num_requests,
+                                      job.arrival_s, job.deadline_s,
+                                      job.slo.min_accuracy or 0.0, finish_s, accuracy, dropped,
+                                      drop_cause))
+
+
+def all_modality_capacity_qps(tables: ModalityTables, max_job_size: int) -> float:
+    """Requests/s one worker sustains on all modalities, over the job-size distribution."""
+    pmf = job_size_pmf(max_job_size)
+    mean_n = sum(n * p for n, p in enumerate(pmf, start=1))
+    mean_lat = sum(tables.agnostic(n).latency_s * p for n, p in enumerate(pmf, start=1))
+    return mean_n / mean_lat
+
+
+def build_tables(profile: Profile, max_job_size: int = 64, num_levels: int = 20,
+                 percentile: str = "mean") -> ModalityTables:
+    """Offline stage for a profile: `mosel_profile_from_profile`, then the strategy matrix."""
+    mosel = mosel_profile_from_profile(profile, percentile, max_job_size)
+    matrix = build_matrix(mosel.model, max_job_size, num_levels, solver="exact")
+    return ModalityTables(matrix, mosel.model, mosel.all_modality_index)
+
+
+def run_mosel_experiment(profile: str | Profile = "tvlt-like",
+                         policies: tuple[str, ...] = POLICY_NAMES, seed: int = 0,
+                         num_workers: int = 1, trace_path: str | Path = DEFAULT_TRACE,
+                         max_job_size: int = 64, num_levels: int = 20,
+                         min_qps: float = 5.0, peak_capacity_factor: float = 2.0,
+                         queue_allowance_s: tuple[float, float] = (0.5, 2.0)) -> dict[str, Any]:
+    """Run every policy on the same seeded jobs; returns per-policy summaries and ratios."""
+    prof = load_profile(profile) if isinstance(profile, str) else profile
+    tables = build_tables(prof, max_job_size, num_levels)
+    capacity = all_modality_capacity_qps(tables, max_job_size) * num_workers
+    qps = rescale(load_trace_shape(Path(trace_path)), min_qps, peak_capacity_factor * capacity)
+    acc = tables.model.accuracy
+    spec = WorkloadSpec(min_qps, peak_capacity_factor * capacity, min(acc), max(acc),
+                        max_job_size, queue_allowance_s[0], queue_allowance_s[1])
+    solo = [tables.agnostic(n).latency_s for n in range(1, max_job_size + 1)]
+    jobs = generate_jobs(spec, qps, solo, random.Random(seed))
+    horizon = len(qps) * spec.step_s
+    results: dict[str, Any] = {}
+    for name in policies:
+        sim = MoselSimulation(tables, name, num_workers, seed)
+        results[name] = summarize(sim.run(jobs), sim.decision_s, horizon, spec.step_s)
+    base = results.get("none", {}).get("met_both_slos", 0)
+    ratios = {name: (r["met_both_slos"] / base if base else float("inf"))
+              for name, r in results.items()}
+    return {
+        "profile": prof.name, "variants": list(tables.model.names),
+        "accuracy": list(acc), "seed": seed, "num_workers": num_workers,
+        "all_modality_capacity_qps": capacity, "qps_steps": qps,
+        "num_jobs": len(jobs), "num_requests": sum(j.num_requests for j in jobs),
+        "policies": results, "met_both_vs_none": ratios,
+    }

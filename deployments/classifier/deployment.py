@@ -1,0 +1,194 @@
+"""Classifier replicas: one Serve deployment per model family (options from `ClassifierConfig`).
+
+Each replica loads its family's weights from the cache (CUDA when the replica sees a GPU), its
+profiles and plans, and serves `submit(items)` through a `ReplicaLoop` (deadline queue +
+scheduler + one model thread). A background task reports stats to the controller every
+`controller.interval_s` and applies the plans it answers with; when the controller is
+unreachable the replica keeps its last plans.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from ray import serve
+
+from app.config import ClassifierConfig, ControllerConfig, PathsConfig
+from deployments.classifier.policy_setup import TaskPolicy, build_policies, build_task_policy
+from deployments.classifier.loop import LoopSettings, ReplicaLoop
+from deployments.wire import ItemResult, PlanUpdate, ReplicaReport, WorkItem
+from policies.profile import Profile
+from policies.types import Variant
+
+log = logging.getLogger(__name__)
+
+
+def pick_device(setting: str) -> torch.device:
+    if setting == "cuda" or (setting == "auto" and torch.cuda.is_available()):
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def load_family(name: str, models_dir: Path, device: torch.device) -> Any:
+    from deployments.models.registry import load_model
+
+    return load_model(name, cache_dir=models_dir, device=str(device)).to(device)
+
+
+def load_profiles(cfg: ClassifierConfig, tasks: tuple[str, ...],
+                  profiles_dir: Path) -> dict[str, Profile]:
+    from deployments.ingress.catalog import profile_file
+    from profiling.artifacts import load_profile
+
+    wanted = [t for t in tasks if cfg.tasks is None or t in cfg.tasks]
+    return {t: load_profile(profile_file(profiles_dir, cfg.name, t)) for t in wanted}
+
+
+def warm_up(model: Any, tasks: tuple[str, ...],
+            run_batch: Callable[[Variant, str, list[dict[str, Any]]], list[Any]]) -> None:
+    """Run every variant once on a held-out item, so the first request does not pay torch's
+    lazy initialisation (it can cost tens of ms, more than a tight SLO)."""
+    try:
+        for task in tasks:
+            item = model.decode(model.examples("val", task, limit=1)[0].inputs, task)
+            for variant in model.variants():
+                run_batch(variant, task, [item])
+    except Exception:  # warm-up is an optimisation; serving must not depend on it
+        log.warning("warm-up failed", exc_info=True)
+
+
+def profile_lookup(profiles: dict[str, Profile]) -> Callable[[str, str, int], float | None]:
+    """(task, variant, batch size) -> the profiled p50 ms (None where not profiled)."""
+    tables = {t: prof.p50_ms_table() for t, prof in profiles.items()}
+    return lambda task, variant, size: tables.get(task, {}).get((variant, size))
+
+
+def replica_id() -> str:
+    try:
+        return serve.get_replica_context().replica_tag
+    except Exception:  # outside Serve (unit use)
+        return f"local-{id(object()):x}"
+
+
+@serve.deployment(max_ongoing_requests=2048)
+class Classifier:
+    """A thin Serve shell around `ReplicaLoop`."""
+
+    # Serve supports an async constructor; it lets the replica start its reporting task.
+    async def __init__(self, cfg: dict[str, Any], paths: dict[str, Any],  # type: ignore[misc]
+                       controller_cfg: dict[str, Any], controller: Any = None) -> None:
+        torch.set_num_threads(1)
+        self.cfg = ClassifierConfig.model_validate(cfg)
+        self.paths = PathsConfig.model_validate(paths)
+        self.controller_cfg = ControllerConfig.model_validate(controller_cfg)
+        self.controller = controller
+        self.device = pick_device(self.cfg.device)
+        self.model = load_family(self.cfg.name, self.paths.models_dir, self.device)
+        self.profiles = load_profiles(self.cfg, tuple(self.model.tasks()), self.paths.profiles_dir)
+        self.policies: dict[str, TaskPolicy] = build_policies(self.cfg, self.profiles,
+                                                              self.paths.plans_dir)
+        self.replica_id = replica_id()
+        settings = LoopSettings(self.replica_id, self.cfg.max_queued_items,
+                                self.controller_cfg.window_s, self.cfg.latency_feedback)
+        self.loop = ReplicaLoop(settings, {t: p.scheduler for t, p in self.policies.items()},
+                                self._run_batch, profile_ms=profile_lookup(self.profiles))
+        await self.loop.run_in_worker(warm_up, self.model, tuple(self.profiles), self._run_batch)
+        self._reporter = asyncio.get_running_loop().create_task(self._report_forever())
+        log.info("classifier %s replica %s ready on %s (policies %s)", self.cfg.name,
+                 self.replica_id, self.device,
+                 {t: p.scheduler.name for t, p in self.policies.items()})
+
+    def _run_batch(self, variant: Variant, task: str,
+                   items: list[dict[str, Any]]) -> list[Any]:
+        items = [{k: self._tensor(v) for k, v in it.items()} for it in items]
+        with torch.inference_mode():
+            return list(self.model.run(variant, task, items))
+
+    def _tensor(self, value: Any) -> Any:
+        """Items arrive with numpy arrays (see `preprocess.to_wire`); models take tensors."""
+        if isinstance(value, np.ndarray):  # zero-copy buffers may be read-only
+            value = torch.from_numpy(value if value.flags.writeable else value.copy())
+        if isinstance(value, torch.Tensor) and self.device.type != "cpu":
+            value = value.to(self.device)
+        return value
+
+    def ping(self) -> str:
+        """Cheap call callers use to warm their handle (router set-up) before real traffic."""
+        return self.replica_id
+
+    async def submit(self, items: list[WorkItem]) -> list[ItemResult]:
+        """Queue the items (one request or one job) and return one result per item, in order."""
+        return await self.loop.submit(items)
+
+    # ---- control plane ------------------------------------------------------------------
+    def update_plan(self, update: PlanUpdate) -> bool:
+        """Install a plan for one task (called with the controller's answer to a report).
+        Returns whether it was installed; on failure the previous plan stays."""
+        current = self.policies.get(update.task)
+        if current is None:
+            return False
+        try:
+            if current.fallback:
+                new = build_task_policy(self.cfg, self.profiles[update.task], update.plan)
+                if new.fallback:
+                    return False
+                new = type(new)(new.scheduler, update.version, fallback=False)
+                self.loop.schedulers[update.task] = new.scheduler
+            else:
+                current.scheduler.update_plan(update.plan)
+                new = type(current)(current.scheduler, update.version, fallback=False)
+        except Exception:
+            log.exception("plan %s for task %s rejected", update.version, update.task)
+            return False
+        self.policies[update.task] = new
+        return True
+
+    def report(self) -> ReplicaReport:
+        """A report with the counters since the last one (the caller must `restore` on loss)."""
+        values, variants = self.loop.counters.take()
+        return ReplicaReport(
+            deployment=self.cfg.name, replica_id=self.replica_id, time_s=time.time(),
+            load_qps=self.loop.load_qps(), queue_len=len(self.loop.queue), counters=values,
+            variant_counts=variants, policy=self.cfg.policy, slowdown=self.loop.slowdown_factor(),
+            plan_versions={t: p.plan_version for t, p in self.policies.items()})
+
+    async def _report_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.controller_cfg.interval_s)
+            if self.controller is not None:
+                await self._report_once()
+
+    async def _report_once(self) -> None:
+        rep = self.report()
+        try:
+            updates = await asyncio.wait_for(self.controller.report.remote(rep),
+                                             timeout=max(self.controller_cfg.interval_s, 1.0))
+        except Exception as exc:  # controller down or slow: keep serving on the last plan
+            self.loop.counters.restore(rep.counters, rep.variant_counts)
+            log.warning("controller unreachable (%s); keeping current plans", type(exc).__name__)
+            return
+        for update in updates or []:
+            self.update_plan(update)
+
+    def stats(self) -> dict[str, Any]:
+        """Current load and queue state (does not consume the counters)."""
+        return {"replica": self.replica_id, "deployment": self.cfg.name,
+                "load_qps": self.loop.load_qps(), "queue_len": len(self.loop.queue),
+                "slowdown": self.loop.slowdown_factor(),
+                "policies": {t: p.scheduler.name for t, p in self.policies.items()},
+                "plan_versions": {t: p.plan_version for t, p in self.policies.items()}}
+
+    def record_autoscaling_stats(self) -> dict[str, float]:
+        """Custom autoscaling metrics (Serve calls this when a custom policy is configured)."""
+        return {"queue_len": float(len(self.loop.queue)), "load_qps": self.loop.load_qps()}
+
+    async def __del__(self) -> None:
+        self._reporter.cancel()
+        await self.loop.stop()

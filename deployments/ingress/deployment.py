@@ -1,0 +1,174 @@
+"""The HTTP ingress (FastAPI inside a Serve deployment).
+
+Routes: POST /v1/classify, POST /v1/jobs, GET /v1/models, GET /v1/status, GET /healthz,
+GET /metrics. Every request gets exactly one JSON answer (metrics: Prometheus text); errors are
+`ErrorResponse` bodies (see deployments.ingress.errors for the table). The FastAPI app is built per
+replica by `__serve_build_asgi_app__`, so routes close over the replica's own state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from ray import serve
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from deployments.ingress.catalog import Catalog
+from app.config import HttpConfig
+from deployments.ingress.errors import ApiError, error_response
+from deployments.ingress.service import IngressService
+from deployments.preprocess import warm_handles
+
+log = logging.getLogger(__name__)
+CONTROL_TIMEOUT_S = 3.0
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class IngressMetrics:
+    """HTTP counters of this ingress replica (its own registry, no process globals)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter("adaptserve_http_requests", "HTTP requests by route and code",
+                                ["route", "code"], registry=self.registry)
+        self.latency = Histogram("adaptserve_http_latency_seconds", "HTTP latency by route",
+                                 ["route"], registry=self.registry,
+                                 buckets=(0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10))
+
+    def observe(self, route: str, code: int, seconds: float) -> None:
+        self.requests.labels(route, str(code)).inc()
+        self.latency.labels(route).observe(seconds)
+
+    def text(self) -> str:
+        return generate_latest(self.registry).decode()
+
+
+async def guarded(route: str, metrics: IngressMetrics,
+                  handler: Callable[[], Awaitable[Any]]) -> Response:
+    """Run a route: ApiError -> its ErrorResponse, anything else -> 500 JSON; count it."""
+    start = time.perf_counter()
+    try:
+        result = await handler()
+        resp = result if isinstance(result, Response) else JSONResponse(_dump(result))
+    except ApiError as exc:
+        resp = exc.response()
+    except Exception as exc:
+        log.exception("unexpected error on %s", route)
+        resp = error_response(500, "internal_error", f"{type(exc).__name__}: {exc}")
+    metrics.observe(route, resp.status_code, time.perf_counter() - start)
+    return resp
+
+
+def _dump(result: Any) -> Any:
+    return result.model_dump() if hasattr(result, "model_dump") else result
+
+
+async def _control(call: Any) -> Any:
+    try:
+        return await asyncio.wait_for(_await(call), CONTROL_TIMEOUT_S)
+    except Exception as exc:
+        raise ApiError("controller_unavailable",
+                       f"controller did not answer: {type(exc).__name__}") from None
+
+
+async def _await(response: Any) -> Any:
+    return await response
+
+
+def build_http_app(service: IngressService, controller: Any, metrics: IngressMetrics) -> FastAPI:
+    app = FastAPI(title="adaptserve", docs_url="/docs", openapi_url="/openapi.json")
+    limit = service.http.max_body_bytes
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_exc(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        type_ = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_response(exc.status_code, type_, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(422, "invalid_request", str(exc.errors()))
+
+    @app.post("/v1/classify")
+    async def classify(request: Request) -> Response:
+        return await guarded("classify", metrics,
+                             lambda: _body(request, service.classify, limit))
+
+    @app.post("/v1/jobs")
+    async def jobs(request: Request) -> Response:
+        return await guarded("jobs", metrics, lambda: _body(request, service.job, limit))
+
+    @app.get("/v1/models")
+    async def models() -> Response:
+        return await guarded("models", metrics, _const(service.catalog.to_json()))
+
+    @app.get("/v1/status")
+    async def status() -> Response:
+        return await guarded("status", metrics, lambda: _control(controller.status.remote()))
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return await guarded("healthz", metrics, lambda: _health(service))
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        async def text() -> Response:
+            try:
+                ctl = await _control(controller.metrics_text.remote())
+            except ApiError as exc:
+                ctl = f"# controller unavailable: {exc.message}\n"
+            return PlainTextResponse(metrics.text() + ctl, media_type=PROMETHEUS_TEXT)
+        return await guarded("metrics", metrics, text)
+
+    return app
+
+
+async def _health(service: IngressService) -> Any:
+    """200 once every classifier deployment has answered through preprocess, else 503."""
+    try:
+        state = await asyncio.wait_for(_await(service.preprocess.ping.remote()),
+                                       CONTROL_TIMEOUT_S)
+    except Exception as exc:
+        raise ApiError("not_ready", f"preprocess not answering ({type(exc).__name__})",
+                       status=503) from None
+    if state["waiting"]:
+        raise ApiError("not_ready", f"classifiers starting: {state['waiting']}", status=503)
+    return {"status": "ok", "models": service.catalog.names()}
+
+
+def _const(value: Any) -> Callable[[], Awaitable[Any]]:
+    async def get() -> Any:
+        return value
+    return get
+
+
+async def _body(request: Request, handle: Callable[[bytes], Awaitable[Any]], limit: int) -> Any:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ApiError("payload_too_large",
+                       f"request body is {declared} bytes; the limit is {limit}")
+    return await handle(await request.body())
+
+
+@serve.deployment(max_ongoing_requests=1000)
+@serve.ingress()
+class Ingress:
+    # async: lets the replica start warming its handle in the background
+    async def __init__(self, catalog: Catalog, http: dict[str, Any],  # type: ignore[misc]
+                       preprocess: Any, controller: Any) -> None:
+        self.http = HttpConfig.model_validate(http)
+        self.service = IngressService(catalog, self.http, preprocess)
+        self.controller = controller
+        self.metrics = IngressMetrics()
+        self._warm = asyncio.get_running_loop().create_task(
+            warm_handles({"preprocess": preprocess}, timeout_s=120.0))
+
+    def __serve_build_asgi_app__(self) -> FastAPI:
+        return build_http_app(self.service, self.controller, self.metrics)

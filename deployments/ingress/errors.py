@@ -1,0 +1,76 @@
+"""HTTP error answers: every failure becomes one `ErrorResponse` JSON body with a status code.
+
+| type                 | status | when |
+|----------------------|--------|------|
+| malformed_json       | 400    | body is not JSON |
+| invalid_request      | 422    | wrong or missing fields / types (pydantic errors, reformatted) |
+| invalid_slo          | 422    | SLO latency not positive (or other SLO field invalid) |
+| payload_too_large    | 413    | body over `http.max_body_bytes` |
+| unknown_model        | 404    | `model` is not a served family |
+| unknown_task         | 422    | `task` is not a task of the family |
+| missing_modality     | 422    | an input modality the family needs is absent |
+| unknown_modality     | 422    | an input key is not a modality of the family |
+| invalid_input        | 422    | decode rejected a value (bad base64, not an image, wrong shape) |
+| slo_unachievable     | 422    | SLO below the fastest variant's profiled latency |
+| not_found            | 404    | no such route |
+| method_not_allowed   | 405    | wrong HTTP method |
+| internal_error       | 500    | a server fault (the replica keeps running) |
+| replica_unavailable  | 503    | replicas died / restarting and no answer could be had |
+| controller_unavailable | 503  | status/metrics while the controller is down |
+| not_ready            | 503    | /healthz while replicas are still starting |
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from deployments.ingress.schemas import ErrorBody, ErrorResponse
+
+STATUS_BY_TYPE = {
+    "malformed_json": 400, "invalid_request": 422, "invalid_slo": 422,
+    "payload_too_large": 413, "unknown_model": 404, "unknown_task": 422,
+    "missing_modality": 422, "unknown_modality": 422, "invalid_input": 422,
+    "slo_unachievable": 422, "not_found": 404, "method_not_allowed": 405,
+    "internal_error": 500, "replica_unavailable": 503, "controller_unavailable": 503,
+    "not_ready": 503,
+}
+
+
+class ApiError(Exception):
+    """Raised inside request handling; turned into an ErrorResponse by the route wrapper."""
+
+    def __init__(self, type_: str, message: str, field: str | None = None,
+                 status: int | None = None) -> None:
+        super().__init__(message)
+        self.type = type_
+        self.message = message
+        self.field = field
+        self.status = status or STATUS_BY_TYPE.get(type_, 500)
+
+    def response(self) -> JSONResponse:
+        return error_response(self.status, self.type, self.message, self.field)
+
+
+def error_response(status: int, type_: str, message: str,
+                   field: str | None = None) -> JSONResponse:
+    body = ErrorResponse(error=ErrorBody(type=type_, message=message, field=field))
+    return JSONResponse(status_code=status, content=body.model_dump())
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "body"
+
+
+def from_validation(exc: ValidationError) -> ApiError:
+    """Pydantic errors as one readable message: `field: problem; field: problem`."""
+    errors = exc.errors(include_url=False)
+    parts = [f"{_loc(tuple(e['loc']))}: {e['msg']}" for e in errors[:10]]
+    first = _loc(tuple(errors[0]["loc"])) if errors else None
+    type_ = "invalid_slo" if first and first.startswith("slo") else "invalid_request"
+    return ApiError(type_, "invalid request: " + "; ".join(parts), first)

@@ -1,0 +1,154 @@
+"""Request handling behind the HTTP routes: validate, check against the catalog, call
+preprocess (which forwards to the classifier), and shape the answer. Raises `ApiError` for
+anything that must become a 4xx/5xx ErrorResponse."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from deployments.ingress.catalog import Catalog, FamilyInfo, TaskInfo
+from app.config import HttpConfig
+from deployments.ingress.schemas import (
+    ClassifyRequest,
+    ClassifyResponse,
+    Decision,
+    JobRequest,
+    JobResponse,
+    PredictionOut,
+    SLOSpec,
+)
+from deployments.ingress.errors import ApiError, from_validation
+from deployments.wire import ClassifyCall, ClassifyOutcome, ItemResult, ItemStatus
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+PREPROCESS_MARGIN_S = 1.0
+
+
+def parse_body(body: bytes, schema: type[M], max_body_bytes: int) -> M:
+    if len(body) > max_body_bytes:
+        raise ApiError("payload_too_large",
+                       f"request body is {len(body)} bytes; the limit is {max_body_bytes}")
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError("malformed_json", f"request body is not valid JSON: {exc}") from None
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation(exc) from None
+
+
+def resolve(catalog: Catalog, model: str, task: str | None,
+            slo: SLOSpec) -> tuple[FamilyInfo, TaskInfo]:
+    family = catalog.get(model)
+    if family is None:
+        raise ApiError("unknown_model", f"model {model!r} is not served; valid: {catalog.names()}",
+                       "model")
+    info = family.task(task or family.default_task)
+    if info is None:
+        raise ApiError("unknown_task", f"task {task!r} is not a task of {model!r}; valid: "
+                       f"{family.task_names()}", "task")
+    fastest = info.fastest()
+    if slo.latency_ms < fastest.latency_ms:
+        raise ApiError("slo_unachievable",
+                       f"SLO {slo.latency_ms:g} ms is below the fastest variant of {model}/"
+                       f"{info.task} ({fastest.name}: {fastest.latency_ms:.3f} ms at batch 1, "
+                       f"{family.percentile}); ask for at least {fastest.latency_ms:.3f} ms",
+                       "slo.latency_ms")
+    return family, info
+
+
+def check_modalities(family: FamilyInfo, inputs: dict[str, Any], where: str) -> None:
+    unknown = sorted(set(inputs) - set(family.modalities))
+    if unknown:
+        raise ApiError("unknown_modality", f"{where}: unknown modality {unknown}; "
+                       f"{family.name} takes {list(family.modalities)}", where)
+    missing = [m for m in family.modalities if m not in inputs]
+    if missing:
+        raise ApiError("missing_modality", f"{where}: missing modality {missing}; "
+                       f"{family.name} needs {list(family.modalities)}", where)
+
+
+def to_response(r: ItemResult, arrival_s: float, now_s: float) -> ClassifyResponse:
+    pred = (PredictionOut(label=r.label, confidence=r.confidence)
+            if r.label is not None and r.confidence is not None else None)
+    decision = None
+    if r.decision is not None:
+        d = r.decision
+        decision = Decision(variant=d.variant, model=d.model, modalities=list(d.modalities),
+                            gamma=d.gamma, expected_accuracy=d.expected_accuracy,
+                            batch_size=d.batch_size, queue_ms=round(d.queue_ms, 3),
+                            compute_ms=round(d.compute_ms, 3), deadline_met=d.deadline_met,
+                            replica=d.replica, dispatch_ms=round(d.dispatch_ms, 3))
+    return ClassifyResponse(request_id=r.item_id, status=r.status.value, prediction=pred,
+                            decision=decision, latency_ms=round((now_s - arrival_s) * 1000, 3),
+                            error=r.error, error_type=r.error_type)
+
+
+class IngressService:
+    def __init__(self, catalog: Catalog, http: HttpConfig, preprocess: Any) -> None:
+        self.catalog = catalog
+        self.http = http
+        self.preprocess = preprocess
+
+    async def classify(self, body: bytes) -> ClassifyResponse:
+        arrival = time.time()
+        req = parse_body(body, ClassifyRequest, self.http.max_body_bytes)
+        family, task = resolve(self.catalog, req.model, req.task, req.slo)
+        check_modalities(family, req.inputs, "inputs")
+        results = await self._run(family, task, [req.inputs], req.slo, arrival, None)
+        r = results[0]
+        if r.status is ItemStatus.ERROR:
+            raise ApiError(r.error_type or "internal_error",
+                           f"request {r.item_id}: {r.error or 'internal error'}")
+        return to_response(r, arrival, time.time())
+
+    async def job(self, body: bytes) -> JobResponse:
+        arrival = time.time()
+        req = parse_body(body, JobRequest, self.http.max_body_bytes)
+        family, task = resolve(self.catalog, req.model, req.task, req.slo)
+        for i, item in enumerate(req.items):
+            check_modalities(family, item, f"items[{i}]")
+        job_id = uuid.uuid4().hex
+        results = await self._run(family, task, req.items, req.slo, arrival, job_id)
+        now = time.time()
+        return JobResponse(job_id=job_id, results=[to_response(r, arrival, now) for r in results])
+
+    async def _run(self, family: FamilyInfo, task: TaskInfo, inputs: list[dict[str, Any]],
+                   slo: SLOSpec, arrival: float, job_id: str | None) -> list[ItemResult]:
+        ids = tuple(uuid.uuid4().hex for _ in inputs)
+        budget_ms = slo.latency_ms - min(self.http.response_margin_ms, slo.latency_ms / 2)
+        call = ClassifyCall(family=family.name, task=task.task, inputs=tuple(inputs),
+                            item_ids=ids, arrival_s=arrival,
+                            deadline_s=arrival + budget_ms / 1000.0, utility=slo.utility,
+                            min_accuracy=slo.min_accuracy, job_id=job_id)
+        timeout = min(call.deadline_s - time.time() + self.http.deadline_grace_s
+                      + PREPROCESS_MARGIN_S, self.http.request_timeout_s)
+        response = self.preprocess.classify.remote(call)
+        try:
+            outcome: ClassifyOutcome = await asyncio.wait_for(_await(response), timeout)
+        except TimeoutError:
+            response.cancel()
+            return [ItemResult(i, ItemStatus.DEADLINE_EXCEEDED,
+                               error="no answer before the deadline") for i in ids]
+        except Exception as exc:
+            log.warning("preprocess call failed: %s", exc)
+            raise ApiError("replica_unavailable",
+                           f"preprocess replica failed: {type(exc).__name__}") from None
+        if outcome.problem is not None:
+            p = outcome.problem
+            raise ApiError(p.type, p.message, p.field)
+        return list(outcome.results)
+
+
+async def _await(response: Any) -> Any:
+    return await response

@@ -16,12 +16,12 @@ from typing import Any, cast
 from ray.serve import Application
 from ray.serve.deployment import Deployment
 
-from deployments.ingress.catalog import Catalog, FamilyInfo, family_info, profile_file
 from app.config import AppConfig, ClassifierConfig
 from app.controller.controller import Controller
 from deployments.classifier.deployment import Classifier
-from deployments.ingress.deployment import Ingress
 from deployments.classifier.policy_setup import plan_kind
+from deployments.ingress.catalog import Catalog, FamilyInfo, family_info, profile_file
+from deployments.ingress.deployment import Ingress
 from deployments.preprocess import Preprocess
 from profiling.paths import REPO_ROOT
 

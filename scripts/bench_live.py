@@ -32,8 +32,8 @@ from app.bench.live_report import SIM_KINDS, checks, hops_p50_ms, report  # noqa
 from app.bench.loadgen import LoadgenConfig, LoadResult, Payload, run_load  # noqa: E402
 from app.bench.loadgen_report import plot_runs, write_json  # noqa: E402
 from app.sim.replica.request_metrics import LoadSummary, RequestRecord, summarize, timeseries  # noqa: E402
-from app.sim.replica.sim import SchedulerSimConfig, simulate  # noqa: E402
 from app.sim.replica.served import ServedTimes, StackDelays, call_timings  # noqa: E402
+from app.sim.replica.sim import SchedulerSimConfig, simulate  # noqa: E402
 from app.sim.traces.spec import TraceSpec, arrival_times  # noqa: E402
 
 
@@ -155,9 +155,9 @@ def simulate_runs(a: argparse.Namespace, runs: dict[str, Any], steps: list[dict[
                   ) -> tuple[dict[str, Any], dict[str, LoadSummary], dict[str, Any]]:
     """Phase 4 from the live runs' records (`runs`: name -> .records, .series)."""
     from app.builder import ensure_artifacts, load_config
+    from deployments.classifier.policy_setup import build_task_policy, read_plan
     from deployments.ingress.catalog import profile_file
     from deployments.models.registry import load_model
-    from deployments.classifier.policy_setup import build_task_policy, read_plan
     from profiling.artifacts import load_profile
 
     cfg = load_config(args)

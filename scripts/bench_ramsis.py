@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from app.sim.ramsis.data import load_ramsis_profile
 from app.sim.ramsis.engine import Balancer, SimConfig, Simulator
 from app.sim.traces.workloads import twitter_trace
 from policies.model_selection.api import WorkerView
@@ -19,7 +20,6 @@ from policies.model_selection.mdp_spec import MDPSpec
 from policies.model_selection.solve import solve
 from policies.model_selection.table import PolicyTable, RamsisSelector
 from policies.profile import LatencyModel
-from app.sim.ramsis.data import load_ramsis_profile
 
 
 def interpolated_models(base: LatencyModel, count: int) -> LatencyModel:

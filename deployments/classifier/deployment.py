@@ -20,9 +20,10 @@ import numpy as np
 import torch
 from ray import serve
 
-from app.config import ClassifierConfig, ControllerConfig, PathsConfig
-from deployments.classifier.policy_setup import TaskPolicy, build_policies, build_task_policy
+from deployments.classifier.config import ClassifierConfig
 from deployments.classifier.loop import LoopSettings, ReplicaLoop
+from deployments.classifier.policy_setup import TaskPolicy, build_policies, build_task_policy
+from deployments.config import ControllerConfig, PathsConfig
 from deployments.wire import ItemResult, PlanUpdate, ReplicaReport, WorkItem
 from policies.profile import Profile
 from policies.types import Variant

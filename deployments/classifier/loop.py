@@ -17,10 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from deployments.models.base import Prediction
-from policies.queue import DeadlineQueue, QueuedItem, RateWindow
 from deployments.classifier.counters import ReplicaCounters
+from deployments.models.base import Prediction
 from deployments.wire import ItemDecision, ItemResult, ItemStatus, WorkItem
+from policies.queue import DeadlineQueue, QueuedItem, RateWindow
 from policies.schedulers.base import BatchPlan, DropReason, PendingItem, Scheduler
 from policies.schedulers.slowdown import SlowdownTracker, dilate, undilate
 from policies.types import Variant

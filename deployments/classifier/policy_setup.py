@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.config import ClassifierConfig
+from deployments.classifier.config import ClassifierConfig
 from policies.profile import Profile
 from policies.schedulers.base import Scheduler
 from policies.schedulers.registry import make_scheduler

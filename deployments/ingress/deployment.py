@@ -22,7 +22,7 @@ from ray import serve
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from deployments.ingress.catalog import Catalog
-from app.config import HttpConfig
+from deployments.ingress.config import HttpConfig
 from deployments.ingress.errors import ApiError, error_response
 from deployments.ingress.service import IngressService
 from deployments.preprocess import warm_handles

@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from deployments.ingress.catalog import Catalog, FamilyInfo, TaskInfo
-from app.config import HttpConfig
+from deployments.ingress.config import HttpConfig
+from deployments.ingress.errors import ApiError, from_validation
 from deployments.ingress.schemas import (
     ClassifyRequest,
     ClassifyResponse,
@@ -24,7 +25,6 @@ from deployments.ingress.schemas import (
     PredictionOut,
     SLOSpec,
 )
-from deployments.ingress.errors import ApiError, from_validation
 from deployments.wire import ClassifyCall, ClassifyOutcome, ItemResult, ItemStatus
 
 log = logging.getLogger(__name__)

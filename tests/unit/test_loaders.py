@@ -6,11 +6,11 @@ import sys
 import numpy as np
 import pytest
 
+from app.sim.ramsis.data import IMAGE_MODELS, load_ramsis_profile
 from app.sim.traces.workloads import azure_llm_trace, constant_poisson, twitter_rates_per_second
 from policies.profile import LatencyModel, LatencyPoint, Profile, VariantProfile, dense_latency_ms
 from policies.types import Variant
 from profiling.paths import shared_data_dir
-from app.sim.ramsis.data import IMAGE_MODELS, load_ramsis_profile
 from tests.conftest import needs_shared
 
 

@@ -3,12 +3,12 @@ constant 2000 QPS): expected 0.7487, simulated 0.7491; Jellyfish+ and ModelSwitc
 
 import pytest
 
+from app.sim.ramsis.data import load_ramsis_profile
 from app.sim.ramsis.experiments import Scenario, run_scenario
 from policies.model_selection.api import WorkerView
 from policies.model_selection.baselines import jellyfish_choice
 from policies.model_selection.table import RamsisSelector
 from policies.profile import LatencyModel
-from app.sim.ramsis.data import load_ramsis_profile
 from tests.conftest import needs_shared
 
 

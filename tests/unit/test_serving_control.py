@@ -10,8 +10,8 @@ from pydantic import ValidationError
 
 from app.config import AppConfig
 from app.controller.controller import PolicyController
-from deployments.ingress.schemas import ClassifyRequest
 from deployments.ingress.errors import from_validation
+from deployments.ingress.schemas import ClassifyRequest
 from deployments.wire import ReplicaReport
 
 

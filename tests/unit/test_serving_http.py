@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from deployments.ingress.catalog import Catalog, family_info
-from app.config import HttpConfig
+from deployments.ingress.config import HttpConfig
 from deployments.ingress.deployment import IngressMetrics, build_http_app
 from deployments.ingress.service import IngressService
 from deployments.wire import ClassifyCall, ClassifyOutcome, ItemResult, ItemStatus

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from deployments.models.base import Prediction
-from policies.queue import DeadlineQueue, QueuedItem, RateWindow
 from deployments.classifier.loop import LoopSettings, ReplicaLoop
+from deployments.models.base import Prediction
 from deployments.wire import ItemStatus, WorkItem
 from policies.profile import LatencyPoint, Profile, VariantProfile
+from policies.queue import DeadlineQueue, QueuedItem, RateWindow
 from policies.schedulers.base import PendingItem, Scheduler, SchedulerDecision
 from policies.schedulers.registry import make_scheduler
 from policies.types import Variant

@@ -1,7 +1,7 @@
 import numpy as np
 
-from app.sim.ramsis.engine import Balancer, SimConfig, Simulator
 from app.sim.kernel import EventKind, EventQueue
+from app.sim.ramsis.engine import Balancer, SimConfig, Simulator
 from app.sim.ramsis.metrics import summarize
 from app.sim.ramsis.monitor import LoadMonitor
 from app.sim.traces.workloads import constant_poisson

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from app.sim.ramsis.planning import plan_policy, plan_policy_set
 from app.sim.ramsis.calibration import model_switching
 from app.sim.ramsis.engine import Balancer, SimConfig, Simulator
 from app.sim.ramsis.metrics import summarize, usage_over_time
+from app.sim.ramsis.planning import plan_policy, plan_policy_set
 from app.sim.traces.workloads import Workload, constant_poisson, twitter_trace
 from policies.model_selection.baselines import (
     LoadGranularPolicy,

@@ -7,10 +7,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from app.sim.ramsis.data import load_ramsis_profile
 from app.sim.ramsis.experiments import Scenario, run_scenario
 from policies.model_selection.mdp_spec import Reward
 from policies.profile import LatencyModel
-from app.sim.ramsis.data import load_ramsis_profile
 
 SLOS_MS = {"image": (150.0, 300.0, 500.0), "text": (100.0, 200.0, 300.0)}
 PAPER_GAINS = {"image": {"avg_vs_ms": 4.43, "max_vs_ms": 15.09, "avg_vs_jf": 4.35, "max_vs_jf": 15.08},

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from deployments.handles import await_response
 from deployments.wire import ItemResult, ItemStatus, WorkItem
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ async def submit_with_deadline(handle: Any, items: list[WorkItem], grace_s: floa
             break
         response = handle.submit.remote(items)
         try:
-            results = await asyncio.wait_for(_await(response), timeout=remaining)
+            results = await await_response(response, remaining)
         except TimeoutError:
             response.cancel()
             return _all(items, ItemStatus.DEADLINE_EXCEEDED,
@@ -57,9 +58,6 @@ async def submit_with_deadline(handle: Any, items: list[WorkItem], grace_s: floa
     return _all(items, ItemStatus.DEADLINE_EXCEEDED,
                 "deadline passed while waiting for a classifier replica")
 
-
-async def _await(response: Any) -> Any:
-    return await response
 
 
 def _check(items: list[WorkItem], results: Any) -> list[ItemResult]:

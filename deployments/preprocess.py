@@ -18,6 +18,7 @@ import torch
 from ray import serve
 
 from deployments.dispatch import submit_with_deadline
+from deployments.handles import await_response
 from deployments.models.base import InputError
 from deployments.wire import ClassifyCall, ClassifyOutcome, DecodeResult, InputProblem, WorkItem
 
@@ -77,16 +78,13 @@ async def warm_handles(handles: dict[str, Any], ready: set[str] | None = None,
     of) the first real request; `ready` also tells health checks when the graph is up."""
     for name, handle in handles.items():
         try:
-            await asyncio.wait_for(_await(handle.ping.remote()), timeout_s)
+            await await_response(handle.ping.remote(), timeout_s)
         except Exception as exc:
             log.warning("warming the handle of %s failed: %s", name, type(exc).__name__)
             continue
         if ready is not None:
             ready.add(name)
 
-
-async def _await(response: Any) -> Any:
-    return await response
 
 
 @serve.deployment(max_ongoing_requests=1000)

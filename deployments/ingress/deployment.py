@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from ray import serve
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from deployments.handles import await_response
 from deployments.ingress.catalog import Catalog
 from deployments.ingress.config import HttpConfig
 from deployments.ingress.errors import ApiError, error_response
@@ -73,14 +74,11 @@ def _dump(result: Any) -> Any:
 
 async def _control(call: Any) -> Any:
     try:
-        return await asyncio.wait_for(_await(call), CONTROL_TIMEOUT_S)
+        return await await_response(call, CONTROL_TIMEOUT_S)
     except Exception as exc:
         raise ApiError("controller_unavailable",
                        f"controller did not answer: {type(exc).__name__}") from None
 
-
-async def _await(response: Any) -> Any:
-    return await response
 
 
 def build_http_app(service: IngressService, controller: Any, metrics: IngressMetrics) -> FastAPI:
@@ -133,8 +131,7 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
 async def _health(service: IngressService) -> Any:
     """200 once every classifier deployment has answered through preprocess, else 503."""
     try:
-        state = await asyncio.wait_for(_await(service.preprocess.ping.remote()),
-                                       CONTROL_TIMEOUT_S)
+        state = await await_response(service.preprocess.ping.remote(), CONTROL_TIMEOUT_S)
     except Exception as exc:
         raise ApiError("not_ready", f"preprocess not answering ({type(exc).__name__})",
                        status=503) from None

@@ -4,7 +4,6 @@ anything that must become a 4xx/5xx ErrorResponse."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -13,6 +12,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from deployments.handles import await_response
 from deployments.ingress.catalog import Catalog, FamilyInfo, TaskInfo
 from deployments.ingress.config import HttpConfig
 from deployments.ingress.errors import ApiError, from_validation
@@ -135,7 +135,7 @@ class IngressService:
                       + PREPROCESS_MARGIN_S, self.http.request_timeout_s)
         response = self.preprocess.classify.remote(call)
         try:
-            outcome: ClassifyOutcome = await asyncio.wait_for(_await(response), timeout)
+            outcome: ClassifyOutcome = await await_response(response, timeout)
         except TimeoutError:
             response.cancel()
             return [ItemResult(i, ItemStatus.DEADLINE_EXCEEDED,
@@ -149,6 +149,3 @@ class IngressService:
             raise ApiError(p.type, p.message, p.field)
         return list(outcome.results)
 
-
-async def _await(response: Any) -> Any:
-    return await response

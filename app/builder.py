@@ -4,26 +4,33 @@
            \\-> controller <- classifier replicas report / fetch plans
 
 Before binding, missing or stale artifacts are made (models trained, profiles measured, plans
-built; all cached under `.cache/`), so replicas only load them.
+built; all cached under `.cache/`), so replicas only load them. The builder resolves every file
+a deployment needs (`FamilyArtifacts`: profiles, plan files) and hands them in: shells never
+work file names out.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from ray.serve import Application
 from ray.serve.deployment import Deployment
 
-from app.config import AppConfig, ClassifierConfig
+from app.config import AppConfig, ClassifierConfig, PathsConfig
 from app.controller.controller import Controller
 from deployments.classifier.deployment import Classifier
-from deployments.classifier.policy_setup import plan_kind
-from deployments.ingress.catalog import Catalog, FamilyInfo, family_info, profile_file
+from deployments.classifier.policy_setup import read_plan
+from deployments.ingress.catalog import Catalog, family_info
 from deployments.ingress.deployment import Ingress
 from deployments.preprocess import Preprocess
-from profiling.paths import REPO_ROOT
+from policies.profile import Profile
+from policies.schedulers.plan_types import Plan
+from policies.schedulers.registry import plan_kind
+from profiling.paths import REPO_ROOT, plan_file, profile_file
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +42,8 @@ def load_config(args: dict[str, Any], root: Path = REPO_ROOT) -> AppConfig:
 
 
 def ensure_artifacts(cfg: AppConfig) -> None:
-    """Train/profile/plan whatever is missing or stale (no-op when cached)."""
+    """Train/profile/plan whatever is missing or stale (no-op when cached); a failure stops the
+    build."""
     from profiling.artifacts import ensure_profiles
 
     p = cfg.paths
@@ -45,8 +53,10 @@ def ensure_artifacts(cfg: AppConfig) -> None:
         ensure_plan(c, cfg, profiles)
 
 
-def ensure_plan(c: ClassifierConfig, cfg: AppConfig, profiles: dict[str, Path]) -> None:
-    """Plan files for a classifier's policy; a failure leaves the fallback policy in charge."""
+def ensure_plan(c: ClassifierConfig, cfg: AppConfig, profiles: Mapping[str, Path]) -> None:
+    """The plan files a classifier's policy reads (none for plan-free policies). A profile that
+    supports no plan of that kind leaves the file missing: replicas then run the fallback
+    policy and say so (status, metric)."""
     from profiling.plans import PlanSettings, ensure_plans
 
     kind = plan_kind(c.policy)
@@ -56,26 +66,46 @@ def ensure_plan(c: ClassifierConfig, cfg: AppConfig, profiles: dict[str, Path]) 
                             percentile=c.percentile, max_batch_size=c.max_batch_size,
                             max_qps=c.plan.max_qps, ramsis_max_queue=c.plan.max_queue,
                             ramsis_reward=c.plan.reward, ramsis_job_size=c.plan.job_size)
-    try:
-        ensure_plans(profiles, cfg.paths.plans_dir, settings, kinds=[kind])
-    except Exception:
-        log.exception("building %s plans for %s failed; replicas fall back to %s", kind, c.name,
-                      c.fallback_policy)
+    ensure_plans(profiles, cfg.paths.plans_dir, settings, kinds=[kind])
 
 
-def build_catalog(cfg: AppConfig) -> Catalog:
+@dataclass(frozen=True)
+class FamilyArtifacts:
+    """What a classifier deployment is handed: the model's modalities, each served task's
+    profile (in the family's task order) and the plan file its policy reads (none when it
+    reads none)."""
+
+    name: str
+    modalities: tuple[str, ...]
+    profiles: Mapping[str, Profile]
+    plan_paths: Mapping[str, Path]
+
+
+def family_artifacts(c: ClassifierConfig, paths: PathsConfig) -> FamilyArtifacts:
     from deployments.models.registry import load_model
     from profiling.artifacts import load_profile
 
-    families: list[FamilyInfo] = []
-    for c in cfg.classifiers:
-        model = load_model(c.name, cache_dir=cfg.paths.models_dir, device="cpu")
-        tasks = [t for t in model.tasks() if c.tasks is None or t in c.tasks]
-        profiles = {t: load_profile(profile_file(cfg.paths.profiles_dir, c.name, t))
-                    for t in tasks}
-        families.append(family_info(c.name, tuple(model.modalities()), profiles, c.policy,
-                                    c.percentile, c.max_batch_size))
-    return Catalog(tuple(families))
+    model = load_model(c.name, cache_dir=paths.models_dir, device="cpu")
+    tasks = [t for t in model.tasks() if c.tasks is None or t in c.tasks]
+    kind = plan_kind(c.policy)
+    return FamilyArtifacts(
+        c.name, tuple(model.modalities()),
+        {t: load_profile(profile_file(paths.profiles_dir, c.name, t)) for t in tasks},
+        {} if kind is None else {t: plan_file(paths.plans_dir, c.name, t, kind) for t in tasks})
+
+
+def task_plan(c: ClassifierConfig, paths: PathsConfig, task: str) -> Plan | None:
+    """The plan `c`'s replicas read for `task` (None: its policy reads none, or the file is
+    missing and the replicas run the fallback)."""
+    kind = plan_kind(c.policy)
+    return None if kind is None else read_plan(plan_file(paths.plans_dir, c.name, task, kind),
+                                               kind)
+
+
+def build_catalog(cfg: AppConfig, families: Mapping[str, FamilyArtifacts]) -> Catalog:
+    return Catalog(tuple(
+        family_info(c.name, families[c.name].modalities, dict(families[c.name].profiles),
+                    c.policy, c.percentile, c.max_batch_size) for c in cfg.classifiers))
 
 
 def classifier_deployment_name(family: str) -> str:
@@ -87,7 +117,8 @@ def _deployment(cls: Any) -> Deployment:
     return cast(Deployment, cls)
 
 
-def bind_graph(cfg: AppConfig, catalog: Catalog) -> Application:
+def bind_graph(cfg: AppConfig, catalog: Catalog,
+               families: Mapping[str, FamilyArtifacts]) -> Application:
     data = cfg.model_dump(mode="json")
     side = cfg.http.ray_actor_options
     controller = _deployment(Controller).options(ray_actor_options=side,
@@ -98,7 +129,10 @@ def bind_graph(cfg: AppConfig, catalog: Catalog) -> Application:
             ray_actor_options=c.ray_actor_options,
             max_ongoing_requests=max(2 * c.max_queued_items, 64),
             health_check_period_s=c.health_check_period_s,
-        ).bind(c.model_dump(mode="json"), data["paths"], data["controller"], controller)
+        ).bind(c.model_dump(mode="json"), data["paths"]["models_dir"],
+               dict(families[c.name].profiles),
+               {t: str(p) for t, p in families[c.name].plan_paths.items()},
+               data["controller"], controller)
         for c in cfg.classifiers}
     preprocess = _deployment(Preprocess).options(
         num_replicas=cfg.http.preprocess_replicas, ray_actor_options=side,
@@ -116,9 +150,10 @@ def build_app(args: dict[str, Any]) -> Application:
     cfg = load_config(args)
     if cfg.ensure_artifacts:
         ensure_artifacts(cfg)
-    catalog = build_catalog(cfg)
+    families = {c.name: family_artifacts(c, cfg.paths) for c in cfg.classifiers}
+    catalog = build_catalog(cfg, families)
     log.info("serving %s", catalog.names())
-    return bind_graph(cfg, catalog)
+    return bind_graph(cfg, catalog, families)
 
 
 def prepare(config_path: Path, app_name: str | None = None) -> AppConfig:

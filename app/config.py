@@ -6,13 +6,34 @@ in `app.builder.build_app` and never mutated; unknown keys are errors (`extra="f
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field, model_validator
 
 from deployments.classifier.config import ClassifierConfig
-from deployments.config import ControllerConfig, PathsConfig, StrictConfig
+from deployments.config import ControllerConfig, StrictConfig
 from deployments.ingress.config import HttpConfig
+from deployments.models.cache import DEFAULT_MODELS_DIR
+from profiling.paths import DEFAULT_PLANS_DIR, DEFAULT_PROFILES_DIR
 
 __all__ = ["AppConfig", "ClassifierConfig", "ControllerConfig", "HttpConfig", "PathsConfig"]
+
+
+class PathsConfig(StrictConfig):
+    """Artifact directories; the builder resolves them and hands files to the deployments."""
+
+    models_dir: Path = Field(default=DEFAULT_MODELS_DIR, description="trained weights cache")
+    profiles_dir: Path = Field(default=DEFAULT_PROFILES_DIR,
+                               description="profile JSON files `<model>.<task>.json`")
+    plans_dir: Path = Field(default=DEFAULT_PLANS_DIR,
+                            description="plan JSON files `<model>.<task>.<kind>.json`")
+
+    def resolved(self, root: Path) -> PathsConfig:
+        """Relative paths made absolute against `root` (replicas may run in another cwd)."""
+        def fix(p: Path) -> Path:
+            return p if p.is_absolute() else (root / p).resolve()
+        return PathsConfig(models_dir=fix(self.models_dir), profiles_dir=fix(self.profiles_dir),
+                           plans_dir=fix(self.plans_dir))
 
 
 class AppConfig(StrictConfig):

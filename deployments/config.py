@@ -1,9 +1,7 @@
-"""Config pieces shared by the deployments: the strict base model, artifact paths and the
-control-plane link (validated once in `app.builder`, never mutated; unknown keys are errors)."""
+"""Config pieces shared by the deployments: the strict base model and the control-plane link (validated once in `app.builder`, never mutated; unknown keys are errors)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,21 +14,6 @@ class StrictConfig(BaseModel):
     """Frozen, and unknown keys are errors (`extra="forbid"`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class PathsConfig(StrictConfig):
-    models_dir: Path = Field(default=Path(".cache/models"), description="trained weights cache")
-    profiles_dir: Path = Field(default=Path(".cache/profiles"),
-                               description="profile JSON files `<model>.<task>.json`")
-    plans_dir: Path = Field(default=Path(".cache/plans"),
-                            description="plan JSON files `<model>.<task>.<kind>.json`")
-
-    def resolved(self, root: Path) -> PathsConfig:
-        """Relative paths made absolute against `root` (replicas may run in another cwd)."""
-        def fix(p: Path) -> Path:
-            return p if p.is_absolute() else (root / p).resolve()
-        return PathsConfig(models_dir=fix(self.models_dir), profiles_dir=fix(self.profiles_dir),
-                           plans_dir=fix(self.plans_dir))
 
 
 class ControllerConfig(StrictConfig):

@@ -1,7 +1,7 @@
 """Typed messages between the deployments (ingress, preprocess, classifier, controller).
 
-They cross process boundaries through Ray (pickled), so they hold only plain values, tensors and
-other dataclasses of this module.
+They cross process boundaries through Ray (pickled), so they hold only plain values, tensors,
+other dataclasses of this module and frozen plans (`policies.schedulers.plan_types`).
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+
+from policies.schedulers.plan_types import Plan
 
 
 class ItemStatus(Enum):
@@ -123,12 +125,14 @@ class ReplicaReport:
     plan_versions: dict[str, str] = field(default_factory=dict)
     policy: str = ""
     slowdown: float = 1.0  # live / profiled batch time the policy plans with (slowdown.py)
+    fallbacks: dict[str, str] = field(default_factory=dict)  # task -> why it runs the fallback
 
 
 @dataclass(frozen=True)
 class PlanUpdate:
-    """A plan the controller pushes to a replica for one task."""
+    """A plan the controller pushes to a replica for one task (`version`: what the replica
+    reports holding once it installed it)."""
 
     task: str
     version: str
-    plan: dict[str, Any]
+    plan: Plan

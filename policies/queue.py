@@ -1,8 +1,8 @@
 """A replica's deadline-ordered queue and its arrival-rate estimate (no Ray, no asyncio).
 
-The classifier replica owns one `DeadlineQueue`; the scheduling loop reads a snapshot of it as
-`PendingItem`s (deadline order), pops the items a decision names and expires items whose
-deadline has passed.
+The classifier replica (and each replica of the simulator) owns one `DeadlineQueue`; the
+scheduling step (policies/schedulers/step.py) reads a snapshot of it as `PendingItem`s
+(deadline order), and the replica pops the items the step names: expired, dropped or run.
 """
 
 from __future__ import annotations
@@ -65,7 +65,9 @@ class DeadlineQueue:
 
     def pending(self, task: str | None = None) -> tuple[PendingItem, ...]:
         """Snapshot in deadline order (optionally one task's items only)."""
-        return tuple(q.pending for q in self._items if task is None or q.pending.task == task)
+        if task is None:
+            return tuple([q.pending for q in self._items])
+        return tuple([q.pending for q in self._items if q.pending.task == task])
 
     def head(self) -> QueuedItem | None:
         return self._items[0] if self._items else None
@@ -83,11 +85,6 @@ class DeadlineQueue:
             del self._by_id[q.item_id]
         return wanted
 
-    def expired(self, now_s: float) -> list[QueuedItem]:
-        """Remove and return the items whose deadline is already past."""
-        ids = [q.item_id for q in self._items if q.pending.deadline_s <= now_s]
-        return self.pop(ids)
-
     def drain(self) -> list[QueuedItem]:
         """Remove and return everything (replica shutdown)."""
         return self.pop([q.item_id for q in self._items])
@@ -97,31 +94,46 @@ class DeadlineQueue:
 
 
 class RateWindow:
-    """Arrivals per second over the last `window_s` seconds (times passed in, no clock)."""
+    """Arrivals per second over the last `window_s` seconds (times passed in, no clock).
 
-    def __init__(self, window_s: float) -> None:
+    The window is the half-open interval (now - window_s, now]: an arrival exactly `window_s`
+    old has left it, so a steady stream of r arrivals per second counts r x window_s, never one
+    more (RAMSIS's load monitor and OTAS's rate estimate count the same way). The one window of
+    the replica loop and of every simulator.
+    """
+
+    def __init__(self, window_s: float, full_span: bool = False) -> None:
+        """`full_span`: divide by the whole window from the first arrival on (RAMSIS's monitor,
+        OTAS); otherwise by the time since the first arrival until the window fills (at least
+        0.25 s), so a fresh replica does not under-estimate a burst."""
         if window_s <= 0:
             raise ValueError(f"window_s must be positive, got {window_s}")
         self.window_s = window_s
+        self.full_span = full_span
         self._times: deque[float] = deque()
         self._started_s: float | None = None
 
     def add(self, now_s: float, count: int = 1) -> None:
         if self._started_s is None:
             self._started_s = now_s
-        self._times.extend([now_s] * count)
-        self._trim(now_s)
+        times = self._times
+        if count == 1:
+            times.append(now_s)
+        elif count > 1:
+            times.extend([now_s] * count)
+        else:
+            return
+        cutoff = now_s - self.window_s  # bounded memory even when nobody asks for the rate
+        while times[0] <= cutoff:
+            times.popleft()
 
     def rate(self, now_s: float) -> float:
-        """Arrivals per second; the window is the time since the first arrival until it fills,
-        so a fresh replica does not under-estimate a burst."""
-        self._trim(now_s)
-        if self._started_s is None or not self._times:
+        """Arrivals per second in the window ending at `now_s`."""
+        times, cutoff = self._times, now_s - self.window_s
+        while times and times[0] <= cutoff:
+            times.popleft()
+        if self.full_span:
+            return len(times) / self.window_s
+        if self._started_s is None or not times:
             return 0.0
-        span = min(self.window_s, max(now_s - self._started_s, 0.25))
-        return len(self._times) / span
-
-    def _trim(self, now_s: float) -> None:
-        cutoff = now_s - self.window_s
-        while self._times and self._times[0] < cutoff:
-            self._times.popleft()
+        return len(times) / min(self.window_s, max(now_s - self._started_s, 0.25))

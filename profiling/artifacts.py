@@ -1,9 +1,10 @@
-"""Profile files on disk: `.cache/profiles/<model>.<task>.json`, re-measured only when stale.
+"""Profile files on disk (`profiling.paths`: `<profiles_dir>/<model>.<task>.json`), re-measured
+only when stale.
 
 A profile is stale when it is missing, unreadable, of another format version, measured with
 other batch sizes or threads, or when the model's weights changed: the profile's metadata keeps
 `weights_hash` (`model_fingerprint`), a hash of every weight tensor, the variants and the tasks.
-Plans built from the profiles (`ensure_plans`, re-exported here) live in `profiling/plans.py`.
+Plans built from the profiles live in `profiling/plans.py`.
 """
 
 from __future__ import annotations
@@ -19,17 +20,13 @@ from typing import Any
 import torch
 
 from deployments.models.base import ServableModel
+from deployments.models.cache import DEFAULT_MODELS_DIR
 from policies.profile import Profile
-from profiling.measure import DEFAULT_BATCH_SIZES, profile_model, profile_name
-from profiling.plans import PlanSettings, ensure_plans
-
-__all__ = ["PlanSettings", "ensure_plans", "ensure_profiles", "load_profile", "model_fingerprint",
-           "profile_path", "stale_reason", "write_profile"]
+from profiling.measure import DEFAULT_BATCH_SIZES, profile_model
+from profiling.paths import DEFAULT_PROFILES_DIR, profile_name, profile_path
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODELS_DIR = Path(".cache/models")
-DEFAULT_PROFILES_DIR = Path(".cache/profiles")
 Loader = Callable[[str, Path], ServableModel]
 
 
@@ -68,10 +65,6 @@ def model_fingerprint(model: ServableModel) -> str:
             h.update(f"{prefix}.{key}:{t.dtype}:{tuple(tensor.shape)}".encode())
             h.update(t.view(torch.uint8).numpy().tobytes())
     return h.hexdigest()[:24]
-
-
-def profile_path(profiles_dir: Path, name: str) -> Path:
-    return Path(profiles_dir) / f"{name}.json"
 
 
 def load_profile(path: Path) -> Profile:

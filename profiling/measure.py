@@ -26,6 +26,7 @@ import torch
 from deployments.models.base import Example, ServableModel
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.types import Variant
+from profiling.paths import profile_name
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +68,6 @@ def hardware_string(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda:{torch.cuda.get_device_name(device)}"
     return f"cpu:{cpu_model_name()}"
-
-
-def profile_name(model_name: str, task: str) -> str:
-    return f"{model_name}.{task}"
 
 
 def decode_examples(model: ServableModel, examples: Sequence[Example], task: str) -> Items:
@@ -159,6 +156,18 @@ def _metadata(model_name: str, task: str, config: MeasureConfig, batch_sizes: Se
     }
 
 
+def _chosen_variants(model: ServableModel, names: Sequence[str] | None) -> list[Variant]:
+    """The named variants in the order asked for (all of the model's when None)."""
+    chosen = list(model.variants())
+    if names is None:
+        return chosen
+    by_name = {v.name: v for v in chosen}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise ValueError(f"unknown variants {unknown}; valid: {list(by_name)}")
+    return [by_name[n] for n in names]
+
+
 def profile_model(model: ServableModel, task: str,
                   batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
                   warmup: int = 2, repeats: int = 30, threads: int = 1, progress: bool = True,
@@ -178,13 +187,7 @@ def profile_model(model: ServableModel, task: str,
         raise ValueError(f"batch sizes must be positive, got {list(batch_sizes)}")
     config = MeasureConfig(warmup, min(min_repeats, repeats), repeats, min_time_s, threads)
     dev = torch.device(device)
-    chosen = list(model.variants())
-    if variants is not None:
-        by_name = {v.name: v for v in chosen}
-        unknown = [n for n in variants if n not in by_name]
-        if unknown:
-            raise ValueError(f"unknown variants {unknown}; valid: {list(by_name)}")
-        chosen = [by_name[n] for n in variants]
+    chosen = _chosen_variants(model, variants)
     model_name = name or model.name
     examples = model.examples("test", task)
     items = decode_examples(model, examples, task)

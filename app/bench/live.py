@@ -1,6 +1,7 @@
 """Plumbing of the live benchmark (scripts/bench_live.py): a private local Ray + Serve on its
-own HTTP port, (re)deploying the app with overrides, the bare graph, replica memory, and the
-profile's capacity estimate. Nothing here decides what is measured."""
+own HTTP port, (re)deploying the app with overrides, the bare graph, and the profile's capacity
+estimate (replica memory and CPU: app/bench/processes.py). Nothing here decides what is
+measured."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import yaml
 
+from app.bench import http
 from policies.profile import LatencyModel, Profile
+
+if TYPE_CHECKING:
+    from app.bench.bare import BareSettings
 
 log = logging.getLogger(__name__)
 APP_NAME = "adaptserve"
@@ -32,21 +36,24 @@ def serve_args(config_path: Path, app_name: str | None = None) -> dict[str, Any]
     raise ValueError(f"application {app_name!r} not in {config_path}")
 
 
+def _classifier(args: dict[str, Any], family: str) -> dict[str, Any]:
+    classifiers: list[dict[str, Any]] = args["classifiers"]
+    for c in classifiers:
+        if c["name"] == family:
+            return c
+    names = [c["name"] for c in classifiers]
+    raise ValueError(f"classifier {family!r} not in the config; valid: {names}")
+
+
 def with_classifier(args: dict[str, Any], family: str, **changes: Any) -> dict[str, Any]:
     """A copy of the app args with one classifier's settings changed."""
     out = copy.deepcopy(args)
-    for c in out["classifiers"]:
-        if c["name"] == family:
-            c.update(changes)
-            return out
-    raise ValueError(f"classifier {family!r} not in the config")
+    _classifier(out, family).update(changes)
+    return out
 
 
 def classifier_args(args: dict[str, Any], family: str) -> dict[str, Any]:
-    for c in args["classifiers"]:
-        if c["name"] == family:
-            return dict(c)
-    raise ValueError(f"classifier {family!r} not in the config")
+    return dict(_classifier(args, family))
 
 
 def start_ray(port: int, num_cpus: int) -> None:
@@ -75,12 +82,12 @@ def wait_healthy(url: str, timeout_s: float = 300.0) -> None:
     last = ""
     while time.time() < deadline:
         try:
-            r = httpx.get(url, timeout=5.0)
+            r = http.get(url, timeout_s=5.0)
             if r.status_code == 200:
                 return
             last = f"HTTP {r.status_code}: {r.text[:200]}"
-        except httpx.HTTPError as exc:
-            last = f"{type(exc).__name__}: {exc}"
+        except http.HttpTransportError as exc:
+            last = str(exc)
         time.sleep(1.0)
     raise TimeoutError(f"{url} not healthy after {timeout_s:g} s ({last})")
 
@@ -97,72 +104,23 @@ def deploy_app(args: dict[str, Any], base_url: str) -> float:
     return time.perf_counter() - t
 
 
-def deploy_bare(base_url: str, family: str, models_dir: str, variant: str, task: str | None,
-                max_batch_size: int, actor_options: dict[str, Any],
-                expected_accuracy: float, loader: str | None = None) -> float:
+def deploy_bare(base_url: str, settings: BareSettings) -> float:
+    """Deploy the bare graph under /<BARE_NAME> and wait for its /healthz; seconds taken."""
     from ray import serve
 
-    from app.bench.bare import DEFAULT_LOADER, build_bare_app
+    from app.bench.bare import build_bare_app
 
     t = time.perf_counter()
-    app = build_bare_app(family, models_dir, variant, task, max_batch_size, 1, actor_options,
-                         expected_accuracy, loader or DEFAULT_LOADER)
-    serve.run(app, name=BARE_NAME, route_prefix="/" + BARE_NAME, blocking=False)
+    serve.run(build_bare_app(settings), name=BARE_NAME, route_prefix="/" + BARE_NAME,
+              blocking=False)
     wait_healthy(f"{base_url}/{BARE_NAME}/healthz")
     return time.perf_counter() - t
 
 
-@dataclass(frozen=True)
-class ProcessMemory:
-    actor: str  # Ray actor class name, e.g. ServeReplica:adaptserve:Classifier_family
-    pid: int
-    rss_mib: float
+def delete_bare() -> None:
+    from ray import serve
 
-
-def serve_memory() -> list[ProcessMemory]:
-    """RSS of every live actor process of the Ray instance this driver started (replicas,
-    controller, proxy). Reads the GCS actor table through the driver's own connection
-    (`ray.util.state.list_actors` needs the dashboard, which the bench does not start, and
-    would auto-detect other helpers' clusters)."""
-    import psutil
-    from ray._private import state
-
-    out = []
-    for info in state.actors(actor_state_name="ALIVE").values():
-        pid = int(info.get("Pid") or 0)
-        try:
-            rss = psutil.Process(pid).memory_info().rss / 2**20
-        except (psutil.Error, ValueError):
-            continue
-        out.append(ProcessMemory(str(info.get("ActorClassName")), pid, rss))
-    return sorted(out, key=lambda m: m.actor)
-
-
-def serve_cpu_s() -> dict[str, float]:
-    """CPU seconds (user + system) used so far by each live actor process, by actor class
-    name (summed over replicas), plus this driver process ("driver": the load generator) and
-    the whole machine ("machine")."""
-    import psutil
-    from ray._private import state
-
-    out: dict[str, float] = {}
-    for info in state.actors(actor_state_name="ALIVE").values():
-        try:
-            t = psutil.Process(int(info.get("Pid") or 0)).cpu_times()
-        except (psutil.Error, ValueError):
-            continue
-        name = str(info.get("ActorClassName"))
-        out[name] = out.get(name, 0.0) + t.user + t.system
-    me = psutil.Process().cpu_times()
-    out["driver"] = me.user + me.system
-    t = psutil.cpu_times()  # the whole machine, every process (Ray's own, other jobs') included
-    out["machine"] = t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0) \
-        + getattr(t, "softirq", 0.0)
-    return out
-
-
-def app_replicas(mem: list[ProcessMemory], app: str = APP_NAME) -> list[ProcessMemory]:
-    return [m for m in mem if m.actor.startswith(f"ServeReplica:{app}:")]
+    serve.delete(BARE_NAME)
 
 
 @dataclass(frozen=True)

@@ -1,26 +1,34 @@
-"""Checks and the printed report of scripts/bench_live.py (pure: summaries in, text out)."""
+"""Checks and the printed report of the live benchmark (pure: summaries in, text out)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from app.bench.loadgen import LoadResult
 from app.bench.loadgen_report import clean
-from app.sim.replica.request_metrics import summary_table
+from app.sim.replica.request_metrics import RequestRecord, summary_table
 
 
-def hops_p50_ms(run: LoadResult) -> float:
+@dataclass(frozen=True)
+class _CallSpan:
+    latency_ms: float
+    start_ms: float  # of its first batch, from the ingress arrival
+    end_ms: float  # of its last batch
+
+
+def hops_p50_ms(records: Sequence[RequestRecord]) -> float:
     """p50 over calls of the time a call spends outside its batches: latency - (end of its last
     batch - start of its first), both measured from arrival (queue_ms + compute_ms, queue_ms).
     At light load (no queueing at the replica) that is the serving stack's time: HTTP, proxy,
     ingress, preprocess (decode), the Ray calls there and back. A job is answered when its last
     item is done, so it counts once. (queue_ms runs from the ingress arrival, so it includes the
     stack's time before the replica.)"""
-    calls: dict[str, tuple[float, float, float]] = {}
-    for i, r in enumerate(run.records):
+    calls: dict[str, _CallSpan] = {}
+    for i, r in enumerate(records):
         if (r.outcome != "ok" or r.latency_ms is None or r.queue_ms is None
                 or r.compute_ms is None):
             continue
@@ -28,9 +36,9 @@ def hops_p50_ms(run: LoadResult) -> float:
         start, end = r.queue_ms, r.queue_ms + r.compute_ms
         prev = calls.get(key)
         if prev is not None:
-            start, end = min(prev[1], start), max(prev[2], end)
-        calls[key] = (r.latency_ms, start, end)
-    rest = [lat - (end - start) for lat, start, end in calls.values()]
+            start, end = min(prev.start_ms, start), max(prev.end_ms, end)
+        calls[key] = _CallSpan(r.latency_ms, start, end)
+    rest = [c.latency_ms - (c.end_ms - c.start_ms) for c in calls.values()]
     return float(np.median(rest)) if rest else 0.0
 
 

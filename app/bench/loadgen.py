@@ -14,6 +14,7 @@ import asyncio
 import json
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -34,6 +35,7 @@ class LoadgenConfig:
     timeout_s: float | None = None  # default max(10 s, 20 x SLO)
     max_connections: int = 4096
     start_delay_s: float = 0.2  # between building the schedule and the first send
+    data_dir: Path | None = None  # the shared data directory; the twitter trace is read there
 
     def __post_init__(self) -> None:
         if self.job_size < 1:
@@ -52,7 +54,18 @@ class LoadgenConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["trace"] = self.trace.to_dict()
+        d["data_dir"] = None if self.data_dir is None else str(self.data_dir)
         return d
+
+
+def trace_data_dir(trace: TraceSpec, override: str | Path | None = None) -> Path | None:
+    """The shared data directory where `trace` reads its shape (override, else the default), or
+    None for traces that read nothing."""
+    if trace.kind != "twitter":
+        return None
+    from profiling.paths import shared_data_dir
+
+    return shared_data_dir(override)
 
 
 @dataclass(frozen=True)
@@ -172,7 +185,7 @@ async def _send(session: aiohttp.ClientSession, cfg: LoadgenConfig, payload: Pay
 async def run_load_async(cfg: LoadgenConfig, payloads: list[Payload]) -> LoadResult:
     if not payloads:
         raise ValueError("no payloads")
-    arrivals = arrival_times(cfg.trace).tolist()
+    arrivals = arrival_times(cfg.trace, cfg.data_dir).tolist()
     connector = aiohttp.TCPConnector(limit=cfg.max_connections, limit_per_host=0,
                                      force_close=False)
     timeout = aiohttp.ClientTimeout(total=cfg.request_timeout_s)

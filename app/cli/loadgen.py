@@ -25,19 +25,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--timeout-s", type=float, default=None)
     p.add_argument("--examples", type=int, default=512, help="held-out examples to cycle")
     p.add_argument("--models-dir", default=None, help="weights cache (default: the registry's)")
+    p.add_argument("--data-dir", default=None,
+                   help="shared data directory, read by --trace twitter (default ../shared/data)")
     p.add_argument("--out", type=Path, default=Path("results/loadgen"))
     p.set_defaults(func=cmd_loadgen)
 
 
 def cmd_loadgen(args: argparse.Namespace) -> int:
-    from app.bench.loadgen import LoadgenConfig, format_summary, payloads_from_model, run_load
+    from app.bench.loadgen import (
+        LoadgenConfig,
+        format_summary,
+        payloads_from_model,
+        run_load,
+        trace_data_dir,
+    )
     from app.bench.loadgen_report import plot_runs, write_json
 
-    cfg = LoadgenConfig(url=args.url, model=args.model, task=args.task,
-                        trace=TraceSpec(args.trace, args.qps, args.duration_s, args.peak_qps,
-                                        args.seed),
+    trace = TraceSpec(args.trace, args.qps, args.duration_s, args.peak_qps, args.seed)
+    cfg = LoadgenConfig(url=args.url, model=args.model, task=args.task, trace=trace,
                         slo_ms=args.slo_ms, min_accuracy=args.min_accuracy,
-                        job_size=args.job_size, timeout_s=args.timeout_s)
+                        job_size=args.job_size, timeout_s=args.timeout_s,
+                        data_dir=trace_data_dir(trace, args.data_dir))
     payloads = payloads_from_model(cfg, limit=args.examples, models_dir=args.models_dir)
     result = run_load(cfg, payloads)
     print(format_summary(result.summary))

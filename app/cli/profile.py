@@ -6,7 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from deployments.models.cache import DEFAULT_MODELS_DIR
 from policies.profile import LatencyPoint, Profile
+from profiling.paths import DEFAULT_PLANS_DIR, DEFAULT_PROFILES_DIR
 
 DEFAULT_MODELS = "vit,fusion,family"
 
@@ -74,8 +76,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--models", default=DEFAULT_MODELS, help="comma list of registry names")
     p.add_argument("--tasks", default=None,
                    help="comma list of tasks (default: every task of each model)")
-    p.add_argument("--out", type=Path, default=Path(".cache/profiles"))
-    p.add_argument("--models-dir", type=Path, default=Path(".cache/models"))
+    p.add_argument("--out", type=Path, default=DEFAULT_PROFILES_DIR)
+    p.add_argument("--models-dir", type=Path, default=DEFAULT_MODELS_DIR)
     p.add_argument("--batch-sizes", default="1,2,4,8,16,32")
     p.add_argument("--threads", type=int, default=1, help="torch threads, as a replica pins")
     p.add_argument("--warmup", type=int, default=2)
@@ -86,7 +88,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="re-measure (and re-plan) even if current")
     p.add_argument("--plans", action="store_true",
                    help="also build the scheduler plans of each profile (profiling/plans.py)")
-    p.add_argument("--plans-dir", type=Path, default=Path(".cache/plans"))
+    p.add_argument("--plans-dir", type=Path, default=DEFAULT_PLANS_DIR)
     p.add_argument("--slo-ms", type=float, default=200.0, help="SLO the plans are built for")
     p.add_argument("--workers", type=int, default=1, help="replicas the plans are built for")
     p.add_argument("--percentile", default="p95", choices=["mean", "p50", "p95", "p99"])

@@ -3,7 +3,8 @@
 Replicas report every `controller.interval_s` (load, queue length, counter deltas, the plan
 versions they hold); the controller sums the fresh replicas' arrival rates into the deployment
 load, selects each task's plan for that load (`PlanBook`) and answers the report with the plans
-the replica lacks. It keeps the counters behind `GET /v1/status` and `GET /metrics`. If it is
+the replica lacks. It keeps the counters behind `GET /v1/status` and `GET /metrics`, and shows
+which tasks run their fallback policy (`fallback` in the status, `adaptserve_policy_fallback`). If it is
 down, replicas keep serving with the plans they hold; Serve restarts it (counters restart too).
 """
 
@@ -89,8 +90,9 @@ class PolicyController:
             "queue_len": sum(r.queue_len for r in fresh),
             "replicas": [{"replica": r.replica_id, "load_qps": round(r.load_qps, 3),
                           "queue_len": r.queue_len, "plan_versions": r.plan_versions,
-                          "slowdown": round(r.slowdown, 3),
+                          "fallbacks": r.fallbacks, "slowdown": round(r.slowdown, 3),
                           "age_s": round(self.clock() - r.time_s, 3)} for r in fresh],
+            "fallback": fallback_tasks(fresh),
             "counters": {k: int(v) if k != "accuracy_sum" else round(v, 4)
                          for k, v in t.items()},
             "answered": int(answered),
@@ -129,11 +131,29 @@ class PolicyController:
         yield req
         yield var
         yield from gauges.values()
+        yield self._fallback_gauge()
+
+    def _fallback_gauge(self) -> GaugeMetricFamily:
+        gauge = GaugeMetricFamily(
+            "adaptserve_policy_fallback",
+            "1 while a fresh replica serves the task on its fallback policy (plan file missing)",
+            labels=["deployment", "task"])
+        for name in self.deployments:
+            fresh = self.fresh_replicas(name)
+            down = fallback_tasks(fresh)
+            for task in sorted({t for r in fresh for t in r.plan_versions} | set(down)):
+                gauge.add_metric([name, task], 1.0 if task in down else 0.0)
+        return gauge
 
     def metrics_text(self) -> str:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Collector(self))
         return generate_latest(registry).decode()
+
+
+def fallback_tasks(replicas: list[ReplicaReport]) -> dict[str, str]:
+    """Task -> why some of these replicas serve it on the fallback policy."""
+    return {t: reason for r in replicas for t, reason in sorted(r.fallbacks.items())}
 
 
 class _Collector:

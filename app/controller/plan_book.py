@@ -1,30 +1,37 @@
 """Which plan each (deployment, task) should run at the monitored load (used by the controller).
 
-Plans are the JSON files under `plans_dir` (see deployments.classifier.policy_setup.plan_file); a file is
-re-read when its modification time changes, so offline re-planning reaches live replicas. For a
-RAMSIS policy set the controller picks the table for the deployment's current load and pushes
-it alone (a `ramsis_table` plan, which pins the replicas to it: RAMSIS's monitor, section
-3.2.2); any other plan is pushed whole whenever its `plan_id` changes.
+Plans are the files `profiling.paths.plan_file` names for the deployment's policy (its
+`registry.plan_kind`); a file is re-read when its modification time changes, so offline
+re-planning reaches live replicas. For a RAMSIS policy set the controller picks the table for
+the deployment's current load and pushes it alone (a `RamsisTable`, which pins the replicas to
+it: RAMSIS's monitor, section 3.2.2); any other plan is pushed whole whenever its `plan_id`
+changes.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from deployments.classifier.policy_setup import plan_file, read_plan
+from deployments.classifier.policy_setup import read_plan
 from deployments.wire import PlanUpdate
+from policies.model_selection.table import RamsisSelector
+from policies.schedulers.plan_types import Plan, RamsisPolicySet, RamsisTable
+from policies.schedulers.registry import plan_kind
+from profiling.paths import plan_file
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class _Entry:
-    path: Path
+    """A plan file as last read (`mtime`), with what selection derives from it."""
+
     mtime: float
-    plan: dict[str, Any]
+    plan: Plan
+    selector: RamsisSelector | None = None
+    pinned: dict[float, RamsisTable] = field(default_factory=dict)  # table load -> its plan
 
 
 class PlanBook:
@@ -33,12 +40,18 @@ class PlanBook:
     def __init__(self, plans_dir: Path, deployment: str, policy: str) -> None:
         self.plans_dir = Path(plans_dir)
         self.deployment = deployment
-        self.policy = policy
+        self.kind = plan_kind(policy)
         self._entries: dict[str, _Entry] = {}
 
-    def _load(self, task: str) -> dict[str, Any] | None:
-        path = plan_file(self.plans_dir, self.deployment, task, self.policy)
-        if path is None:
+    def path(self, task: str) -> Path | None:
+        """The plan file of `task` (None: the policy reads none)."""
+        if self.kind is None:
+            return None
+        return plan_file(self.plans_dir, self.deployment, task, self.kind)
+
+    def _load(self, task: str) -> _Entry | None:
+        path = self.path(task)
+        if path is None or self.kind is None:
             return None
         try:
             mtime = path.stat().st_mtime
@@ -46,32 +59,26 @@ class PlanBook:
             return None
         entry = self._entries.get(task)
         if entry is None or entry.mtime != mtime:
-            plan = read_plan(self.plans_dir, self.deployment, task, self.policy)
+            try:
+                plan = read_plan(path, self.kind)
+            except ValueError:  # a broken re-plan must not stop the control plane
+                log.exception("plan file %s unusable; keeping the previous plan", path)
+                return entry
             if plan is None:
-                return entry.plan if entry else None
-            self._entries[task] = entry = _Entry(path, mtime, plan)
-        return entry.plan
+                return entry
+            selector = (RamsisSelector(list(plan.tables))
+                        if isinstance(plan, RamsisPolicySet) else None)
+            self._entries[task] = entry = _Entry(mtime, plan, selector)
+        return entry
 
     def select(self, task: str, load_qps: float) -> PlanUpdate | None:
         """The plan the replicas of this deployment should hold for `task` at `load_qps`
         (the deployment's total arrival rate); None when there is no plan file."""
-        plan = self._load(task)
-        if plan is None:
+        entry = self._load(task)
+        if entry is None:
             return None
-        if plan.get("kind") == "ramsis_policy_set":
-            return _ramsis_table(task, plan, load_qps)
-        return PlanUpdate(task, str(plan.get("plan_id", "file")), plan)
-
-
-def _ramsis_table(task: str, plan: dict[str, Any], load_qps: float) -> PlanUpdate | None:
-    from policies.model_selection.table import RamsisSelector
-    from policies.schedulers.plans import load_ramsis_tables, ramsis_table_plan
-
-    try:
-        table = RamsisSelector(load_ramsis_tables(plan)).table_for(load_qps)
-    except (ValueError, KeyError) as exc:
-        log.warning("RAMSIS plan for %s unusable: %s", task, exc)
-        return None
-    pinned = ramsis_table_plan(table)
-    version = f"{plan.get('plan_id', 'set')}@{table.load_qps:g}qps"
-    return PlanUpdate(task, version, pinned)
+        if entry.selector is None:
+            return PlanUpdate(task, entry.plan.plan_id, entry.plan)
+        table = entry.selector.table_for(load_qps)
+        pinned = entry.pinned.setdefault(table.load_qps, RamsisTable(table))
+        return PlanUpdate(task, f"{entry.plan.plan_id}@{table.load_qps:g}qps", pinned)

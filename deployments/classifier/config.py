@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import dataclasses
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from deployments.config import Device, Percentile, StrictConfig
+from policies.schedulers.params import SchedulerParams, make_params
+from policies.schedulers.registry import plan_free_names, servable_names
+
+DEFAULT_POLICY = "most_accurate"
 
 
 class PlanConfig(StrictConfig):
@@ -37,13 +42,16 @@ class ClassifierConfig(StrictConfig):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_\-]+$",
                       description="model family name in deployments.models.registry; also the "
                                   "`model` field of requests and the Serve deployment suffix")
-    policy: str = Field(default="most_accurate",
+    policy: str = Field(default=DEFAULT_POLICY,
                         description="scheduler name in policies.schedulers.registry")
     fallback_policy: str = Field(
-        default="most_accurate",
-        description="scheduler used when `policy` is unknown or its plan is missing")
-    policy_params: dict[str, Any] = Field(default_factory=dict,
-                                          description="knobs passed to the scheduler")
+        default=DEFAULT_POLICY,
+        description="plan-free scheduler a task runs while its policy's plan file is missing "
+                    "(shown in the replica's report, /v1/status and adaptserve_policy_fallback)")
+    policy_params: Annotated[SchedulerParams, Field(discriminator="scheduler")] = Field(
+        default_factory=lambda: make_params(DEFAULT_POLICY),
+        description="the scheduler's knobs (docs/schedulers.md), checked against its params "
+                    "class: an unknown key is an error")
     default_slo_ms: float = Field(default=200.0, gt=0,
                                   description="SLO the plans are computed for")
     percentile: Percentile = Field(
@@ -65,9 +73,55 @@ class ClassifierConfig(StrictConfig):
                                     description="tasks to serve (default: all of the family)")
     plan: PlanConfig = Field(default_factory=PlanConfig, description="plan computation knobs")
 
-    def scheduler_params(self) -> dict[str, Any]:
-        """Params handed to `make_scheduler`: the config's batch cap and percentile unless the
-        policy params set them explicitly."""
-        return {"max_batch_size": self.max_batch_size, "percentile": self.percentile,
-                "slo_s": self.default_slo_ms / 1000.0, "num_workers": self.num_replicas,
-                **self.policy_params}
+    @model_validator(mode="before")
+    @classmethod
+    def _tag_params(cls, data: Any) -> Any:
+        """`policy_params` are the params of `policy`: tag them with it, so they are checked
+        against that scheduler's params class (the union's discriminator)."""
+        if not isinstance(data, dict):
+            return data
+        policy = data.get("policy", DEFAULT_POLICY)
+        params = data.get("policy_params", {})
+        if isinstance(params, dict) and "scheduler" not in params and policy in servable_names():
+            return {**data, "policy_params": {**params, "scheduler": policy}}
+        return data
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, value: str) -> str:
+        if value not in servable_names():
+            raise ValueError(f"unknown policy {value!r}; valid: {servable_names()}")
+        return value
+
+    @field_validator("fallback_policy")
+    @classmethod
+    def _plan_free_fallback(cls, value: str) -> str:
+        if value not in plan_free_names():
+            raise ValueError(f"fallback_policy {value!r} must need no plan; valid: "
+                             f"{plan_free_names()}")
+        return value
+
+    @model_validator(mode="after")
+    def _params_match_policy(self) -> ClassifierConfig:
+        if self.policy_params.scheduler != self.policy:
+            raise ValueError(f"policy_params are for {self.policy_params.scheduler!r}, "
+                             f"policy is {self.policy!r}")
+        return self
+
+    def scheduler_params(self) -> SchedulerParams:
+        """The policy's params, with what they leave unset (None) taken from this config: batch
+        cap, percentile, and for plans built now the SLO and the replica count."""
+        return _filled(self.policy_params, max_batch_size=self.max_batch_size,
+                       percentile=self.percentile, slo_s=self.default_slo_ms / 1000.0,
+                       num_workers=self.num_replicas)
+
+    def fallback_params(self) -> SchedulerParams:
+        p = self.scheduler_params()
+        return make_params(self.fallback_policy, {"max_batch_size": p.max_batch_size,
+                                                  "percentile": p.percentile})
+
+
+def _filled(params: SchedulerParams, **defaults: Any) -> SchedulerParams:
+    names = {f.name for f in dataclasses.fields(params)}
+    unset = {k: v for k, v in defaults.items() if k in names and getattr(params, k) is None}
+    return dataclasses.replace(params, **unset)

@@ -1,8 +1,9 @@
 """Classifier replicas: one Serve deployment per model family (options from `ClassifierConfig`).
 
-Each replica loads its family's weights from the cache (CUDA when the replica sees a GPU), its
-profiles and plans, and serves `submit(items)` through a `ReplicaLoop` (deadline queue +
-scheduler + one model thread). A background task reports stats to the controller every
+Each replica loads its family's weights from the cache (CUDA when the replica sees a GPU) and its
+plan files, and serves `submit(items)` through a `ReplicaLoop` (deadline queue + scheduler + one
+model thread). The builder hands it the profiles and the plan file of each task, so the shell
+never works a file name out. A background task reports stats to the controller every
 `controller.interval_s` and applies the plans it answers with; when the controller is
 unreachable the replica keeps its last plans.
 """
@@ -22,8 +23,8 @@ from ray import serve
 
 from deployments.classifier.config import ClassifierConfig
 from deployments.classifier.loop import LoopSettings, ReplicaLoop
-from deployments.classifier.policy_setup import TaskPolicy, build_policies, build_task_policy
-from deployments.config import ControllerConfig, PathsConfig
+from deployments.classifier.policy_setup import TaskPolicy, apply_update, build_policies
+from deployments.config import ControllerConfig
 from deployments.wire import ItemResult, PlanUpdate, ReplicaReport, WorkItem
 from policies.profile import Profile
 from policies.types import Variant
@@ -41,15 +42,6 @@ def load_family(name: str, models_dir: Path, device: torch.device) -> Any:
     from deployments.models.registry import load_model
 
     return load_model(name, cache_dir=models_dir, device=str(device)).to(device)
-
-
-def load_profiles(cfg: ClassifierConfig, tasks: tuple[str, ...],
-                  profiles_dir: Path) -> dict[str, Profile]:
-    from deployments.ingress.catalog import profile_file
-    from profiling.artifacts import load_profile
-
-    wanted = [t for t in tasks if cfg.tasks is None or t in cfg.tasks]
-    return {t: load_profile(profile_file(profiles_dir, cfg.name, t)) for t in wanted}
 
 
 def warm_up(model: Any, tasks: tuple[str, ...],
@@ -83,18 +75,20 @@ class Classifier:
     """A thin Serve shell around `ReplicaLoop`."""
 
     # Serve supports an async constructor; it lets the replica start its reporting task.
-    async def __init__(self, cfg: dict[str, Any], paths: dict[str, Any],  # type: ignore[misc]
+    async def __init__(self, cfg: dict[str, Any], models_dir: str,  # type: ignore[misc]
+                       profiles: dict[str, Profile], plan_paths: dict[str, str],
                        controller_cfg: dict[str, Any], controller: Any = None) -> None:
+        """`profiles`: task -> profile of every task served; `plan_paths`: task -> the plan
+        file the policy reads (empty when it reads none)."""
         torch.set_num_threads(1)
         self.cfg = ClassifierConfig.model_validate(cfg)
-        self.paths = PathsConfig.model_validate(paths)
         self.controller_cfg = ControllerConfig.model_validate(controller_cfg)
         self.controller = controller
         self.device = pick_device(self.cfg.device)
-        self.model = load_family(self.cfg.name, self.paths.models_dir, self.device)
-        self.profiles = load_profiles(self.cfg, tuple(self.model.tasks()), self.paths.profiles_dir)
-        self.policies: dict[str, TaskPolicy] = build_policies(self.cfg, self.profiles,
-                                                              self.paths.plans_dir)
+        self.model = load_family(self.cfg.name, Path(models_dir), self.device)
+        self.profiles = dict(profiles)
+        self.policies: dict[str, TaskPolicy] = build_policies(
+            self.cfg, self.profiles, {t: Path(p) for t, p in plan_paths.items()})
         self.replica_id = replica_id()
         settings = LoopSettings(self.replica_id, self.cfg.max_queued_items,
                                 self.controller_cfg.window_s, self.cfg.latency_feedback)
@@ -131,25 +125,23 @@ class Classifier:
     # ---- control plane ------------------------------------------------------------------
     def update_plan(self, update: PlanUpdate) -> bool:
         """Install a plan for one task (called with the controller's answer to a report).
-        Returns whether it was installed; on failure the previous plan stays."""
+        Returns whether it was installed; a plan the policy does not run leaves the previous."""
         current = self.policies.get(update.task)
         if current is None:
             return False
         try:
-            if current.fallback:
-                new = build_task_policy(self.cfg, self.profiles[update.task], update.plan)
-                if new.fallback:
-                    return False
-                new = type(new)(new.scheduler, update.version, fallback=False)
-                self.loop.schedulers[update.task] = new.scheduler
-            else:
-                current.scheduler.update_plan(update.plan)
-                new = type(current)(current.scheduler, update.version, fallback=False)
-        except Exception:
+            new = apply_update(self.cfg, self.profiles[update.task], current, update)
+        except ValueError:
             log.exception("plan %s for task %s rejected", update.version, update.task)
             return False
         self.policies[update.task] = new
+        self.loop.schedulers[update.task] = new.scheduler
         return True
+
+    def fallbacks(self) -> dict[str, str]:
+        """Task -> why it runs the fallback policy (empty when every task runs its own)."""
+        return {t: p.fallback_reason for t, p in self.policies.items()
+                if p.fallback_reason is not None}
 
     def report(self) -> ReplicaReport:
         """A report with the counters since the last one (the caller must `restore` on loss)."""
@@ -158,7 +150,8 @@ class Classifier:
             deployment=self.cfg.name, replica_id=self.replica_id, time_s=time.time(),
             load_qps=self.loop.load_qps(), queue_len=len(self.loop.queue), counters=values,
             variant_counts=variants, policy=self.cfg.policy, slowdown=self.loop.slowdown_factor(),
-            plan_versions={t: p.plan_version for t, p in self.policies.items()})
+            plan_versions={t: p.plan_version for t, p in self.policies.items()},
+            fallbacks=self.fallbacks())
 
     async def _report_forever(self) -> None:
         while True:
@@ -184,7 +177,8 @@ class Classifier:
                 "load_qps": self.loop.load_qps(), "queue_len": len(self.loop.queue),
                 "slowdown": self.loop.slowdown_factor(),
                 "policies": {t: p.scheduler.name for t, p in self.policies.items()},
-                "plan_versions": {t: p.plan_version for t, p in self.policies.items()}}
+                "plan_versions": {t: p.plan_version for t, p in self.policies.items()},
+                "fallbacks": self.fallbacks()}
 
     def record_autoscaling_stats(self) -> dict[str, float]:
         """Custom autoscaling metrics (Serve calls this when a custom policy is configured)."""

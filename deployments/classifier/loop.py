@@ -1,9 +1,10 @@
 """The classifier replica's scheduling loop (asyncio, no Ray): queue, ask the scheduler, run.
 
-`submit` queues items and awaits their answers; one background task repeatedly expires late
-items, asks the scheduler of the most urgent item's task for a decision, answers its drops and
-runs its batch on a single worker thread (the model is never called concurrently). Any exception
-while deciding or running answers the affected items with status "error"; the loop goes on.
+`submit` queues items and awaits their answers; one background task repeatedly takes the
+scheduling step the simulator takes too (policies/schedulers/step.py: expire late items, ask the
+scheduler of the most urgent item's task in profile time), answers the drops and runs the batch
+on a single worker thread (the model is never called concurrently). Any exception while
+deciding or running answers the affected items with status "error"; the loop goes on.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from deployments.models.base import Prediction
 from deployments.wire import ItemDecision, ItemResult, ItemStatus, WorkItem
 from policies.queue import DeadlineQueue, QueuedItem, RateWindow
 from policies.schedulers.base import BatchPlan, DropReason, PendingItem, Scheduler
-from policies.schedulers.slowdown import SlowdownTracker, dilate, undilate
+from policies.schedulers.slowdown import SlowdownTracker
+from policies.schedulers.step import StepInput, decide, expire, most_urgent_task
 from policies.types import Variant
 
 log = logging.getLogger(__name__)
@@ -130,34 +132,31 @@ class ReplicaLoop:
                     await asyncio.wait_for(self._wake.wait(), timeout=max(wait_s, MIN_WAIT_S))
 
     async def _step(self) -> float | None:
-        """One decision; returns how long to wait before the next one (None: decide again)."""
+        """One decision (policies/schedulers/step.py, as the simulator's); returns how long to
+        wait before the next one (None: decide again)."""
         now = self.clock()
-        self._expire(now)
-        head = self.queue.head()
-        if head is None:
+        pending = most_urgent_task(self._expire(now))
+        if not pending:
             return None
-        task = head.pending.task
-        pending: tuple[PendingItem, ...] = ()
+        task = pending[0].task
         try:
-            pending = self.queue.pending(task)
-            f = self.slowdown_factor()
-            seen, load = dilate(pending, now, self.rate.rate(now), f)
-            decision = undilate(self.schedulers[task].decide(seen, now, load), f)
+            outcome = decide(self.schedulers[task], StepInput(
+                pending, now, self.rate.rate(now), self.slowdown_factor()))
         except Exception as exc:  # a policy bug must not stop the replica
             log.exception("scheduler for task %s failed", task)
             self._fail(self.queue.pop([p.item_id for p in pending]), f"scheduler error: {exc}")
             return None
-        for drop in decision.drops:
+        for drop in outcome.drops:
             status = (ItemStatus.SHED if drop.reason is DropReason.SHED
                       else ItemStatus.DEADLINE_EXCEEDED)
             for q in self.queue.pop([drop.item_id]):
                 self._answer(q.waiter, ItemResult(q.item_id, status, error=_drop_message(status)))
-        if decision.run is not None:
-            await self._execute(decision.run, task)
+        if outcome.run is not None:
+            await self._execute(outcome.run, task)
             return None
-        if decision.drops:
+        if outcome.drops:
             return None
-        return self._idle_wait(now, decision.wait_s)
+        return self._idle_wait(now, outcome.wait_s)
 
     def _idle_wait(self, now: float, wait_s: float | None) -> float:
         """Wait for the scheduler's hint, but never past the earliest deadline."""
@@ -166,12 +165,15 @@ class ReplicaLoop:
         hint = wait_s if wait_s is not None else until_deadline
         return max(min(hint, until_deadline), MIN_WAIT_S)
 
-    def _expire(self, now: float) -> None:
+    def _expire(self, now: float) -> tuple[PendingItem, ...]:
+        """Forget items their callers gave up on, answer the late ones; returns the rest."""
         for q in self.queue.pop([q.item_id for q in self.queue if q.waiter.done()]):
             log.debug("item %s abandoned by its caller", q.item_id)
-        for q in self.queue.expired(now):
+        expiry = expire(self.queue.pending(), now)
+        for q in self.queue.pop([p.item_id for p in expiry.expired]):
             self._answer(q.waiter, ItemResult(q.item_id, ItemStatus.DEADLINE_EXCEEDED,
                                               error=_drop_message(ItemStatus.DEADLINE_EXCEEDED)))
+        return expiry.live
 
     async def _execute(self, plan: BatchPlan, task: str) -> None:
         items = self.queue.pop(plan.item_ids)

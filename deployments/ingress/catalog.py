@@ -4,7 +4,6 @@ profiled accuracy and latency (built once from the models and profile files at b
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from policies.profile import LatencyModel, Profile
@@ -103,10 +102,3 @@ def family_info(name: str, modalities: tuple[str, ...], profiles: dict[str, Prof
     tasks = tuple(task_info(t, p, percentile, max_batch_size) for t, p in profiles.items())
     return FamilyInfo(name, modalities, tasks, policy, percentile)
 
-
-def profile_file(profiles_dir: Path, model: str, task: str) -> Path:
-    """Where profiling.artifacts writes the profile of (model, task)."""
-    from profiling.artifacts import profile_path
-    from profiling.measure import profile_name
-
-    return profile_path(profiles_dir, profile_name(model, task))

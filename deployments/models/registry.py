@@ -20,6 +20,7 @@ from deployments.models.base import ServableModel
 from deployments.models.train import (
     DEFAULT_CACHE,
     SPECS,
+    FamilySpec,
     cache_paths,
     config_hash,
     read_metadata,
@@ -29,7 +30,7 @@ from deployments.models.train import (
 log = logging.getLogger(__name__)
 
 
-__all__ = ["family_names", "load_model", "read_metadata"]
+__all__ = ["ensure_trained", "family_names", "load_model", "read_metadata"]
 
 
 def family_names() -> tuple[str, ...]:
@@ -47,22 +48,35 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def load_model(name: str, cache_dir: Path = DEFAULT_CACHE, device: str = "cpu") -> ServableModel:
-    """The servable family `name` ("vit", "fusion" or "family") on `device`."""
-    if name not in SPECS:
-        raise ValueError(f"unknown model family {name!r}; valid names: {sorted(SPECS)}")
-    spec = SPECS[name]
+def ensure_trained(name: str, cache_dir: Path = DEFAULT_CACHE) -> Path:
+    """Train family `name` into `cache_dir` unless current weights are there; the weights file.
+
+    Separate from `load_model` so that a test session or an artifact step can pay for training
+    once, up front, without building the servable."""
+    spec = _spec(name)
     cache_dir = Path(cache_dir)
     cfg = spec.config()
-    wanted = config_hash(cfg)
     weights, _ = cache_paths(name, cache_dir)
     with _locked(cache_dir / f".{name}.lock"):
         meta = read_metadata(name, cache_dir)
-        if meta is None or meta.get("config_hash") != wanted or not weights.is_file():
+        if meta is None or meta.get("config_hash") != config_hash(cfg) or not weights.is_file():
             log.info("%s: no current cached weights in %s, training", name, cache_dir)
             train_and_save(name, cache_dir, cfg)
-        state = load_file(str(weights), device="cpu")
+    return weights
+
+
+def load_model(name: str, cache_dir: Path = DEFAULT_CACHE, device: str = "cpu") -> ServableModel:
+    """The servable family `name` ("vit", "fusion" or "family") on `device`."""
+    spec = _spec(name)
+    cfg = spec.config()
+    state = load_file(str(ensure_trained(name, cache_dir)), device="cpu")
     model = spec.build(cfg)
     model.load_state_dict(state, strict=True)
     model.eval()
     return spec.servable(model, cfg).to(torch.device(device))
+
+
+def _spec(name: str) -> FamilySpec:
+    if name not in SPECS:
+        raise ValueError(f"unknown model family {name!r}; valid names: {sorted(SPECS)}")
+    return SPECS[name]

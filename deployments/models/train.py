@@ -29,9 +29,10 @@ from torch import nn
 
 from deployments.models import family, fusion, vit_tokens
 from deployments.models.base import ServableModel
+from deployments.models.cache import DEFAULT_MODELS_DIR
 
 log = logging.getLogger(__name__)
-DEFAULT_CACHE = Path(".cache/models")
+DEFAULT_CACHE = DEFAULT_MODELS_DIR
 
 
 @dataclass(frozen=True)

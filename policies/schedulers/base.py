@@ -8,10 +8,10 @@ scheduler never reads a clock or does I/O: `now_s` and the load estimate are pas
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
+from policies.schedulers.plan_types import Plan
 from policies.types import Variant
 
 
@@ -64,15 +64,6 @@ class SchedulerDecision:
     wait_s: float | None = None
 
 
-@dataclass(frozen=True)
-class SchedulerStats:
-    """What a scheduler reports to the controller (plain numbers for metrics)."""
-
-    policy: str
-    plan_version: str = ""
-    extra: dict[str, float] = field(default_factory=dict)
-
-
 class Scheduler(ABC):
     """Chooses the next batch and its variant for one replica."""
 
@@ -85,8 +76,8 @@ class Scheduler(ABC):
         deployment's, per the plan's convention) recent arrival rate. Must return quickly
         (microseconds to a millisecond) and never raise for a valid queue."""
 
-    def update_plan(self, plan: dict[str, Any]) -> None:  # noqa: B027 - optional hook
-        """Accept a new plan pushed by the controller (JSON-compatible). Default: ignore."""
-
-    def stats(self) -> SchedulerStats:
-        return SchedulerStats(policy=self.name)
+    def update_plan(self, plan: Plan) -> None:
+        """Install a plan the controller pushes; the next `decide` uses it. A plan of a kind
+        this scheduler does not run is a ValueError and leaves the current plan in place.
+        Default: the scheduler runs no plan."""
+        raise ValueError(f"scheduler {self.name!r} runs no plan (got {plan.KIND})")

@@ -2,22 +2,37 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
 from policies.profile import LatencyModel, Profile
-from policies.schedulers.base import BatchPlan, Drop, DropReason, PendingItem
+from policies.schedulers.base import BatchPlan, Drop, DropReason, PendingItem, Scheduler
+from policies.schedulers.params import CommonParams
+from policies.schedulers.plan_types import Plan
 from policies.types import Variant
 
 DEFAULT_PERCENTILE = "p95"
+P = TypeVar("P", bound=Plan)
 
 
-def latency_model(profile: Profile, params: dict[str, Any]) -> LatencyModel:
-    """The latency model a scheduler plans with: `percentile` (default p95) and
-    `max_batch_size` (default: the largest profiled batch size) come from `params`."""
-    percentile = str(params.get("percentile", DEFAULT_PERCENTILE))
-    max_batch = params.get("max_batch_size")
-    return LatencyModel.from_profile(profile, percentile,
-                                     None if max_batch is None else int(max_batch))
+class MissingPlan(ValueError):
+    """The scheduler needs a plan and none was given (nor could one be built from its params).
+    A deployment answers it with its fallback policy; any other error is a bug."""
+
+
+def latency_model(profile: Profile, params: CommonParams) -> LatencyModel:
+    """The latency model a plan-free scheduler plans with (defaults: p95, the largest profiled
+    batch size)."""
+    return LatencyModel.from_profile(profile, params.percentile or DEFAULT_PERCENTILE,
+                                     params.max_batch_size)
+
+
+def expect_plan(scheduler: Scheduler | str, plan: Plan, *types: type[P]) -> P:
+    """`plan` as one of the kinds a scheduler runs, else a ValueError naming them."""
+    if isinstance(plan, types):
+        return plan
+    name = scheduler if isinstance(scheduler, str) else scheduler.name
+    raise ValueError(f"scheduler {name!r} runs {[t.KIND for t in types]} plans, "
+                     f"not {plan.KIND}")
 
 
 def head_task_items(pending: tuple[PendingItem, ...]) -> tuple[PendingItem, ...]:
@@ -54,7 +69,3 @@ def edf_batch_size(items: tuple[PendingItem, ...], now_s: float, model: LatencyM
 def plan(variant: Variant, items: tuple[PendingItem, ...], accuracy: float) -> BatchPlan:
     return BatchPlan(variant=variant, item_ids=tuple(p.item_id for p in items),
                      expected_accuracy=accuracy)
-
-
-def variant_of(profile: Profile, name: str) -> Variant:
-    return profile.by_name(name).variant

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
 
 from policies.modality.api import (
     ModalityQueueSnapshot,
@@ -32,9 +31,11 @@ from policies.schedulers.base import (
     PendingItem,
     Scheduler,
     SchedulerDecision,
-    SchedulerStats,
 )
-from policies.schedulers.plans import build_mosel_plan, load_mosel_matrix, plan_model
+from policies.schedulers.common import expect_plan
+from policies.schedulers.params import AllModalitiesParams, MoselParams
+from policies.schedulers.plan_types import MoselPlan, Plan
+from policies.schedulers.plans import build_mosel_plan, mosel_matrix, plan_model
 from policies.types import SLO, Job
 
 _MIN_SLO_S = 1e-9
@@ -50,27 +51,32 @@ class _Active:
 class MoselScheduler(Scheduler):
     """MOSEL over a replica's queue (`policy`: optimized | random | aggressive | none)."""
 
-    def __init__(self, profile: Profile, plan_dict: dict[str, Any], policy: str = "optimized",
-                 seed: int = 0, name: str = "mosel", max_batch_size: int | None = None) -> None:
-        self.name = name
+    def __init__(self, profile: Profile, matrix_plan: MoselPlan,
+                 params: MoselParams | AllModalitiesParams) -> None:
+        self.name = params.scheduler
         self.profile = profile
-        self.plan_id = str(plan_dict.get("plan_id", ""))
-        self.model = plan_model(profile, plan_dict, {})
-        self._cap = max_batch_size
-        self.max_batch_size = min(self.model.max_batch_size, max_batch_size or 1 << 30)
-        matrix = load_mosel_matrix(plan_dict, self.model)
-        all_index = self.model.index(str(plan_dict["all_modalities_variant"]))
-        self.tables = ModalityTables(matrix, self.model, all_index)
-        self.max_job_size = matrix.max_job_size
-        self.policy = make_policy(policy, self.tables, random.Random(seed))
-        self._policy_name, self._seed = policy, seed
-        self._fastest_s = min(self.model.latency(i, 1) for i in range(len(self.model.names)))
+        self._params = params
+        self._install(matrix_plan)
         self._ids: dict[JobKey, int] = {}
         self._next_id = 0
         self._strategies: dict[int, Strategy] = {}
         self._active: _Active | None = None
-        self._counts = {"jobs_started": 0.0, "batches": 0.0, "jobs_dropped": 0.0,
-                        "items_dropped": 0.0}
+
+    def _install(self, matrix_plan: MoselPlan) -> None:
+        """Latency model, tables and online policy from the plan (the model is the plan's: its
+        strategies' latencies are recomputed from the profile as it was built)."""
+        params = self._params
+        self.plan_id = matrix_plan.plan_id
+        self.model = plan_model(self.profile, matrix_plan.percentile, matrix_plan.max_batch_size)
+        self.max_batch_size = min(self.model.max_batch_size, params.max_batch_size or 1 << 30)
+        matrix = mosel_matrix(matrix_plan, self.model)
+        all_index = self.model.index(matrix_plan.all_modalities_variant)
+        self.tables = ModalityTables(matrix, self.model, all_index)
+        self.max_job_size = matrix.max_job_size
+        online, seed = ((params.policy, params.seed) if isinstance(params, MoselParams)
+                        else ("none", 0))
+        self.policy = make_policy(online, self.tables, random.Random(seed))
+        self._fastest_s = min(self.model.latency(i, 1) for i in range(len(self.model.names)))
 
     def _jobs(self, pending: tuple[PendingItem, ...]) -> dict[JobKey, list[PendingItem]]:
         """Pending items by job (deadline order within a job), chunked to the matrix size."""
@@ -92,7 +98,6 @@ class MoselScheduler(Scheduler):
 
     def _batch(self, items: list[PendingItem], variant_index: int, size: int) -> BatchPlan:
         vp = self.profile.by_name(self.model.names[variant_index])
-        self._counts["batches"] += 1
         return BatchPlan(vp.variant, tuple(p.item_id for p in items[:size]), vp.accuracy)
 
     def decide(self, pending: tuple[PendingItem, ...], now_s: float,
@@ -121,8 +126,6 @@ class MoselScheduler(Scheduler):
             late = now_s + self._fastest_s > min(p.deadline_s for p in items)
             reason = DropReason.DEADLINE_EXCEEDED if late else DropReason.SHED
             drops.extend(Drop(p.item_id, reason) for p in items)
-            self._counts["jobs_dropped"] += 1
-            self._counts["items_dropped"] += len(items)
         self._strategies = {a.job_id: a.strategy for a in plan.assignments}
         self._ids = {k: v for k, v in self._ids.items() if k in jobs}
         if plan.assignments:
@@ -132,7 +135,6 @@ class MoselScheduler(Scheduler):
             self._active = _Active(key, [(b.variant_index, min(cap, b.batch_size - c))
                                          for b in first.strategy.batches
                                          for c in range(0, b.batch_size, cap)])
-            self._counts["jobs_started"] += 1
             run = self._continue(jobs)
         return SchedulerDecision(drops=tuple(drops), run=run)
 
@@ -151,47 +153,19 @@ class MoselScheduler(Scheduler):
             self._active = None
         return self._batch(items, variant_index, max(1, size))
 
-    def stats(self) -> SchedulerStats:
-        extra = dict(self._counts)
-        extra["active_job"] = float(self._active is not None)
-        return SchedulerStats(policy=self.name, plan_version=self.plan_id, extra=extra)
-
-    def update_plan(self, plan_dict: dict[str, Any]) -> None:
-        """A new `mosel_matrix` plan (built for this profile); the running job finishes on its
+    def update_plan(self, plan: Plan) -> None:
+        """A new `MoselPlan` (built for this profile); the running job finishes on its
         strategy, queued jobs are re-planned on the new matrix."""
-        fresh = MoselScheduler(self.profile, plan_dict, self._policy_name, self._seed, self.name,
-                               self._cap)
-        self.model, self.tables, self.policy = fresh.model, fresh.tables, fresh.policy
-        self.max_job_size, self.max_batch_size = fresh.max_job_size, fresh.max_batch_size
-        self._fastest_s, self.plan_id = fresh._fastest_s, fresh.plan_id
+        self._install(expect_plan(self, plan, MoselPlan))
         self._strategies = {}
 
 
-def _plan(profile: Profile, plan_dict: dict[str, Any] | None,
-          params: dict[str, Any]) -> dict[str, Any]:
-    if plan_dict is not None:
-        return plan_dict
-    return build_mosel_plan(profile, int(params.get("max_job_size", 64)),
-                            int(params.get("num_levels", 20)),
-                            str(params.get("percentile", "mean")),
-                            params.get("max_batch_size"))
-
-
-def _cap(params: dict[str, Any]) -> int | None:
-    cap = params.get("max_batch_size")
-    return None if cap is None else int(cap)
-
-
-def make_mosel(profile: Profile, plan_dict: dict[str, Any] | None,
-               params: dict[str, Any]) -> Scheduler:
-    """Param `policy`: optimized (default) | random | aggressive | none; `seed` for random."""
-    policy = str(params.get("policy", "optimized"))
-    return MoselScheduler(profile, _plan(profile, plan_dict, params), policy,
-                          int(params.get("seed", 0)), "mosel", _cap(params))
-
-
-def make_all_modalities(profile: Profile, plan_dict: dict[str, Any] | None,
-                        params: dict[str, Any]) -> Scheduler:
-    """The modality-agnostic baseline: every request on all modalities, never drops."""
-    return MoselScheduler(profile, _plan(profile, plan_dict, params), "none", 0,
-                          "all_modalities", _cap(params))
+def make_mosel(profile: Profile, given: Plan | None,
+               params: MoselParams | AllModalitiesParams) -> Scheduler:
+    """`mosel` runs the online policy of its params; `all_modalities` is the modality-agnostic
+    baseline (every request on all modalities, never drops). Without a plan one is built now
+    (`max_job_size`, `num_levels`, percentile default mean)."""
+    if given is None:
+        given = build_mosel_plan(profile, params.max_job_size, params.num_levels,
+                                 params.percentile or "mean", params.max_batch_size)
+    return MoselScheduler(profile, expect_plan(params.scheduler, given, MoselPlan), params)

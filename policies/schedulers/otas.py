@@ -11,8 +11,6 @@ names the task head (a single-model profile serves every task).
 
 from __future__ import annotations
 
-from typing import Any
-
 from policies.profile import Profile
 from policies.schedulers.base import (
     BatchPlan,
@@ -21,9 +19,11 @@ from policies.schedulers.base import (
     PendingItem,
     Scheduler,
     SchedulerDecision,
-    SchedulerStats,
 )
-from policies.schedulers.plans import build_otas_plan, load_otas_plan
+from policies.schedulers.common import expect_plan
+from policies.schedulers.params import FixedGammaParams, OtasParams
+from policies.schedulers.plan_types import OtasPlan, Plan
+from policies.schedulers.plans import build_otas_plan
 from policies.tokens.api import (
     BatchingParams,
     BatchQueue,
@@ -41,7 +41,7 @@ _WAIT_EPS_S = 1e-4
 
 
 class OtasScheduler(Scheduler):
-    """OTAS (`name` "otas") or, with param `gamma`, the fixed-gamma baseline ("fixed_gamma").
+    """OTAS (`OtasParams`) or the fixed-gamma baseline (`FixedGammaParams`).
 
     Drops: OTAS evicts queries its batch can no longer finish in time even at the fastest gamma;
     an evicted item that could still make it alone is reported as SHED, else as
@@ -49,20 +49,14 @@ class OtasScheduler(Scheduler):
     `wait_s` is the time until the next item becomes infeasible (so it is then evicted).
     """
 
-    def __init__(self, profile: Profile, plan_dict: dict[str, Any] | None = None,
-                 params: dict[str, Any] | None = None, name: str = "otas") -> None:
-        params = dict(params or {})
-        self.name = name
+    def __init__(self, profile: Profile, otas: OtasPlan,
+                 params: OtasParams | FixedGammaParams) -> None:
+        self.name = params.scheduler
         self.profile = profile
-        if plan_dict is None:
-            plan_dict = build_otas_plan(profile, percentile=str(params.get("percentile", "p95")),
-                                        max_batch_size=params.get("max_batch_size"))
-        self.plan_id = str(plan_dict.get("plan_id", ""))
-        percentile = str(params.get("percentile", plan_dict.get("percentile", "p95")))
-        max_batch = params.get("max_batch_size", plan_dict.get("max_batch_size"))
-        self.tokens = TokenProfile.from_profile(profile, percentile,
-                                                None if max_batch is None else int(max_batch))
-        otas = load_otas_plan(plan_dict)
+        max_batch = (params.max_batch_size if params.max_batch_size is not None
+                     else otas.max_batch_size)
+        self.tokens = TokenProfile.from_profile(profile, params.percentile or otas.percentile,
+                                                max_batch)
         b = otas.batching
         self.batching = BatchingParams(b.max_wait_s, min(b.max_batch_size,
                                                          self.tokens.max_batch_size),
@@ -70,13 +64,16 @@ class OtasScheduler(Scheduler):
         self.max_batch_size = self.batching.max_batch_size
         self.policy: OtasPolicy | FixedGammaPolicy
         self._gamma_set: tuple[int, ...] = tuple(range(len(self.tokens.gammas)))
-        if "gamma" in params:
-            self.policy = FixedGammaPolicy(self.tokens, int(params["gamma"]))
-            self._gamma_set = (self.tokens.gamma_index(int(params["gamma"])),)
+        if isinstance(params, FixedGammaParams):
+            gamma = params.gamma if params.gamma is not None else default_gamma(profile)
+            self.policy = FixedGammaPolicy(self.tokens, gamma)
+            self._gamma_set = (self.tokens.gamma_index(gamma),)
         else:
             self.policy = OtasPolicy(self.tokens, otas.rate_table,
-                                     str(params.get("allocator", otas.allocator)),
-                                     otas.switch, float(params.get("kappa", otas.kappa)))
+                                     params.allocator or otas.allocator, otas.switch,
+                                     otas.kappa if params.kappa is None else params.kappa)
+        self._params = params
+        self.plan_id = otas.plan_id
         self._variants: dict[tuple[str, int], tuple[Variant, float]] = {}
         for vp in profile.variants:
             task = vp.variant.model or vp.variant.name
@@ -87,7 +84,6 @@ class OtasScheduler(Scheduler):
         self._item_of: dict[int, PendingItem] = {}
         self._next_request = 0
         self._service_start_s: float | None = None
-        self._counts = {"batches": 0.0, "evicted": 0.0, "shed": 0.0, "dp": 0.0}
 
     # --- queue bookkeeping ----------------------------------------------------------------
 
@@ -149,7 +145,6 @@ class OtasScheduler(Scheduler):
             item = self._item_of[rid]
             alone = now_s + self._fastest_alone_s(self.tokens.task_key(item.task))
             reason = DropReason.SHED if alone < item.deadline_s else DropReason.DEADLINE_EXCEEDED
-            self._counts["shed" if reason is DropReason.SHED else "evicted"] += 1
             drops.append(Drop(item.item_id, reason))
         self._forget(evicted)
         run = self._run(decision)
@@ -164,9 +159,6 @@ class OtasScheduler(Scheduler):
         variant, accuracy = self._variant(task, decision.gamma)
         items = sorted((self._item_of[r] for r in rids), key=lambda p: p.deadline_s)
         self._forget(set(rids))
-        self._counts["batches"] += 1
-        if decision.problem is not None:
-            self._counts["dp"] += 1
         return BatchPlan(variant, tuple(p.item_id for p in items), accuracy)
 
     def _variant(self, task: str, gamma: int) -> tuple[Variant, float]:
@@ -186,29 +178,29 @@ class OtasScheduler(Scheduler):
             return None
         return max(min(deadlines) - now_s, 0.0) + _WAIT_EPS_S
 
-    def stats(self) -> SchedulerStats:
-        extra = {k: float(v) for k, v in self._counts.items()}
-        extra["queued_batches"] = float(sum(len(q) for q in self._queues.values()))
-        return SchedulerStats(policy=self.name, plan_version=self.plan_id, extra=extra)
-
-    def update_plan(self, plan_dict: dict[str, Any]) -> None:
-        """A new `otas_rate_table` plan: rate table, switch rule and kappa (OTAS only; the
-        batching thresholds and the fixed-gamma baseline keep theirs)."""
-        otas = load_otas_plan(plan_dict)
-        if isinstance(self.policy, OtasPolicy):
-            self.policy = OtasPolicy(self.tokens, otas.rate_table, otas.allocator, otas.switch,
-                                     otas.kappa)
-        self.plan_id = str(plan_dict.get("plan_id", ""))
+    def update_plan(self, plan: Plan) -> None:
+        """A new `OtasPlan`: rate table, switch rule, kappa and allocator (OTAS only, and the
+        scheduler's own `allocator` / `kappa` params still win; the batching thresholds and the
+        fixed-gamma baseline keep theirs)."""
+        otas = expect_plan(self, plan, OtasPlan)
+        if isinstance(self.policy, OtasPolicy) and isinstance(self._params, OtasParams):
+            p = self._params
+            self.policy = OtasPolicy(self.tokens, otas.rate_table, p.allocator or otas.allocator,
+                                     otas.switch, otas.kappa if p.kappa is None else p.kappa)
+        self.plan_id = otas.plan_id
 
 
-def make_otas(profile: Profile, plan_dict: dict[str, Any] | None,
-              params: dict[str, Any]) -> Scheduler:
-    return OtasScheduler(profile, plan_dict, {k: v for k, v in params.items() if k != "gamma"})
-
-
-def make_fixed_gamma(profile: Profile, plan_dict: dict[str, Any] | None,
-                     params: dict[str, Any]) -> Scheduler:
-    """Param `gamma` (default 0 when profiled, else the largest profiled gamma)."""
+def default_gamma(profile: Profile) -> int:
+    """0 when profiled, else the largest profiled gamma."""
     gammas = sorted({v.variant.gamma for v in profile.variants})
-    gamma = int(params.get("gamma", 0 if 0 in gammas else gammas[-1]))
-    return OtasScheduler(profile, plan_dict, {**params, "gamma": gamma}, name="fixed_gamma")
+    return 0 if 0 in gammas else gammas[-1]
+
+
+def make_otas(profile: Profile, given: Plan | None,
+              params: OtasParams | FixedGammaParams) -> Scheduler:
+    """The plan, or one built now from the profile (cheap); `fixed_gamma` uses only its
+    batching thresholds."""
+    if given is None:
+        given = build_otas_plan(profile, percentile=params.percentile or "p95",
+                                max_batch_size=params.max_batch_size)
+    return OtasScheduler(profile, expect_plan(params.scheduler, given, OtasPlan), params)

@@ -1,27 +1,20 @@
-"""Plan builders and loaders for the replica schedulers (pure; JSON-compatible dicts).
+"""Plan builders (pure; some expensive) and the runtime forms the schedulers make of plans.
 
-Every plan is a dict with `kind`, `format_version` and `plan_id` (a short content hash), plus
-the latency-model settings it was built with (`percentile`, `max_batch_size`): a scheduler
-loading the plan rebuilds the same `LatencyModel` from the profile. Builders may be expensive
-(RAMSIS solves MDPs); loaders are cheap. Formats are documented in docs/schedulers.md.
+| plan (plan_types.py) | builder                                       | runtime form            |
+|----------------------|-----------------------------------------------|-------------------------|
+| RamsisPolicySet      | build_ramsis_plan(profile, RamsisPlanSettings) | plan.tables             |
+| RamsisTable          | RamsisTable(table)                            | plan.table              |
+| LoadGranularPlan     | build_jellyfish_plan, load_granular_plan      | load_granular_policy    |
+| MoselPlan            | build_mosel_plan                              | mosel_matrix            |
+| OtasPlan             | build_otas_plan                               | (its fields)            |
 
-| kind                | builder                  | loader                  | used by              |
-|---------------------|--------------------------|-------------------------|----------------------|
-| ramsis_policy_set   | build_ramsis_plan        | load_ramsis_tables      | ramsis               |
-| ramsis_table        | ramsis_table_plan        | load_ramsis_tables      | ramsis (update_plan) |
-| load_granular       | build_jellyfish_plan,    | load_load_granular      | jellyfish,           |
-|                     | load_granular_plan       |                         | modelswitching       |
-| mosel_matrix        | build_mosel_plan         | load_mosel_matrix       | mosel, all_modalities|
-| otas_rate_table     | build_otas_plan          | load_otas_plan          | otas (fixed_gamma)   |
+Every plan keeps the latency-model settings it was built with (`percentile`, `max_batch_size`):
+a scheduler loading it rebuilds the same `LatencyModel` from the profile (`plan_model`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 from dataclasses import dataclass
-from typing import Any
 
 from policies.modality.api import Strategy, StrategyMatrix, build_matrix, strategy_from_batches
 from policies.model_selection.baselines import LoadGranularPolicy, StaticChoice, jellyfish_choice
@@ -37,109 +30,105 @@ from policies.model_selection.policy_set import generate_policy_set
 from policies.model_selection.solve import solve
 from policies.model_selection.table import PolicyTable
 from policies.profile import LatencyModel, Profile
-from policies.tokens.api import BatchingParams, RateRow, RateTable, SwitchRule, TokenProfile
-
-FORMAT_VERSION = 1
-
-
-def _finish(plan: dict[str, Any]) -> dict[str, Any]:
-    """Stamp `format_version` and a content hash `plan_id`."""
-    plan["format_version"] = FORMAT_VERSION
-    body = json.dumps({k: v for k, v in plan.items() if k != "plan_id"}, sort_keys=True)
-    plan["plan_id"] = hashlib.sha256(body.encode()).hexdigest()[:12]
-    return plan
+from policies.schedulers.plan_types import (
+    LoadChoice,
+    LoadGranularPlan,
+    MoselCell,
+    MoselPlan,
+    OtasPlan,
+    RamsisPolicySet,
+)
+from policies.tokens.api import BatchingParams, RateTable, SwitchRule, TokenProfile
 
 
-def check_plan(plan: dict[str, Any], *kinds: str) -> None:
-    """Raise ValueError unless `plan` is one of `kinds` at this format version."""
-    if plan.get("kind") not in kinds:
-        raise ValueError(f"plan kind {plan.get('kind')!r} unsupported here; want one of {kinds}")
-    if plan.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"plan format_version {plan.get('format_version')!r} unsupported "
-                         f"(want {FORMAT_VERSION})")
-
-
-def plan_model(profile: Profile, plan: dict[str, Any] | None,
-               params: dict[str, Any]) -> LatencyModel:
-    """The latency model a plan was built with (params override; defaults p95, largest
-    profiled batch size)."""
-    src = plan or {}
-    percentile = str(params.get("percentile", src.get("percentile", "p95")))
-    max_batch = params.get("max_batch_size", src.get("max_batch_size"))
-    return LatencyModel.from_profile(profile, percentile,
-                                     None if max_batch is None else int(max_batch))
+def plan_model(profile: Profile, plan_percentile: str | None, plan_max_batch: int | None,
+               percentile: str | None = None, max_batch_size: int | None = None) -> LatencyModel:
+    """The latency model a plan was built with; the scheduler's own `percentile` /
+    `max_batch_size` override it (defaults: p95, the largest profiled batch size)."""
+    return LatencyModel.from_profile(profile, percentile or plan_percentile or "p95",
+                                     max_batch_size if max_batch_size is not None
+                                     else plan_max_batch)
 
 
 # --- RAMSIS -------------------------------------------------------------------------------------
 
 
-def build_ramsis_plan(profile: Profile, slo_s: float, num_workers: int, min_qps: float,
-                      max_qps: float, coarse_step_qps: float | None = None,
-                      max_accuracy_gap: float = 0.01, min_step_qps: float = 25.0,
-                      percentile: str = "p95", max_batch_size: int | None = None,
-                      intervals: int = 100, iterations: int = 100, pareto: bool = True,
-                      shortest_queue: bool = False, max_queue: int | None = None,
-                      reward: Reward = Reward.PER_DECISION, job_size: int = 1) -> dict[str, Any]:
-    """A RAMSIS policy set for one deployment: one solved per-worker MDP per anticipated
-    deployment load (total QPS over `num_workers` replicas) in [min_qps, max_qps], refined
-    until neighbours' expected accuracy differs by <= `max_accuracy_gap`. The MDP's queue bound
-    N is `max_queue` (default: the max batch size, the paper's model, where a batch may take the
-    whole queue); a larger N keeps batches capped at the max batch size and lets the policy see
-    queues up to N (jobs of many items) instead of lumping them into the full-queue state.
-    `job_size` J > 1 plans for calls of J items sharing a deadline (Poisson calls at load / J).
-    Cost: one MDP solve per load (seconds each at N = 32, D = 100)."""
-    model = LatencyModel.from_profile(profile, percentile, max_batch_size)
-    if pareto:
-        names = [model.names[i] for i in sorted(model.pareto_indices())]
-        model = LatencyModel.from_profile(profile.subset(names), percentile, max_batch_size)
-    balancing = LoadBalancing.SHORTEST_QUEUE if shortest_queue else LoadBalancing.ROUND_ROBIN
+@dataclass(frozen=True)
+class RamsisPlanSettings:
+    """What a RAMSIS policy set is solved for.
 
+    Loads are the deployment's (total QPS over `num_workers` replicas) in [min_qps, max_qps],
+    on a coarse grid (`coarse_step_qps`, default a quarter of the range) refined until
+    neighbours' expected accuracy differs by <= `max_accuracy_gap` (never below
+    `min_step_qps`). The MDP's queue bound N is `max_queue` (default: the max batch size, the
+    paper's model, where a batch may take the whole queue); a larger N keeps batches capped at
+    the max batch size and lets the policy see queues up to N (jobs of many items). `job_size`
+    J > 1 plans for calls of J items sharing a deadline (Poisson calls at load / J). `pareto`
+    restricts the MDP to the Pareto variants; `intervals` is the slack grid, `iterations` the
+    value-iteration backups."""
+
+    slo_s: float
+    num_workers: int
+    min_qps: float
+    max_qps: float
+    coarse_step_qps: float | None = None
+    max_accuracy_gap: float = 0.01
+    min_step_qps: float = 25.0
+    percentile: str = "p95"
+    max_batch_size: int | None = None
+    intervals: int = 100
+    iterations: int = 100
+    pareto: bool = True
+    shortest_queue: bool = False
+    max_queue: int | None = None
+    reward: Reward = Reward.PER_DECISION
+    job_size: int = 1
+
+    def __post_init__(self) -> None:
+        if self.slo_s <= 0 or self.num_workers < 1 or not 0 < self.min_qps <= self.max_qps:
+            raise ValueError(f"bad RAMSIS plan settings: {self}")
+
+
+def build_ramsis_plan(profile: Profile, settings: RamsisPlanSettings) -> RamsisPolicySet:
+    """A RAMSIS policy set for one deployment: one solved per-worker MDP per anticipated load.
+    Cost: one MDP solve per load (seconds each at N = 32, D = 100)."""
+    s = settings
+    model = LatencyModel.from_profile(profile, s.percentile, s.max_batch_size)
+    if s.pareto:
+        names = [model.names[i] for i in sorted(model.pareto_indices())]
+        model = LatencyModel.from_profile(profile.subset(names), s.percentile, s.max_batch_size)
+    balancing = LoadBalancing.SHORTEST_QUEUE if s.shortest_queue else LoadBalancing.ROUND_ROBIN
     cap = model.max_batch_size
-    queue = max(cap, max_queue or cap)
+    queue = max(cap, s.max_queue or cap)
 
     def solve_at(load: float) -> PolicyTable:
-        spec = MDPSpec(slo_s, num_workers, load, queue, intervals, Discretization.FIXED_LENGTH,
-                       balancing, Batching.MAXIMAL, reward, max_batch=cap, job_size=job_size)
-        return PolicyTable.from_solved(solve(build_mdp(spec, model), iterations), model.names)
+        spec = MDPSpec(s.slo_s, s.num_workers, load, queue, s.intervals,
+                       Discretization.FIXED_LENGTH, balancing, Batching.MAXIMAL, s.reward,
+                       max_batch=cap, job_size=s.job_size)
+        return PolicyTable.from_solved(solve(build_mdp(spec, model), s.iterations), model.names)
 
-    step = coarse_step_qps if coarse_step_qps is not None else max((max_qps - min_qps) / 4, 1.0)
-    tables = generate_policy_set(solve_at, min_qps, max_qps, step, max_accuracy_gap,
-                                 min_step_qps)
-    return _finish({"kind": "ramsis_policy_set", "profile": profile.name, "slo_s": slo_s,
-                    "num_workers": num_workers, "load_scope": "deployment",
-                    "percentile": percentile, "max_batch_size": model.max_batch_size,
-                    "max_queue": queue, "reward": reward.value, "job_size": job_size,
-                    "balancing": balancing.value, "tables": [t.to_dict() for t in tables]})
-
-
-def ramsis_table_plan(table: PolicyTable) -> dict[str, Any]:
-    """One controller-selected table (pins the RAMSIS scheduler to it)."""
-    return _finish({"kind": "ramsis_table", "table": table.to_dict()})
-
-
-def load_ramsis_tables(plan: dict[str, Any]) -> list[PolicyTable]:
-    check_plan(plan, "ramsis_policy_set", "ramsis_table")
-    if plan["kind"] == "ramsis_table":
-        return [PolicyTable.from_dict(plan["table"])]
-    return [PolicyTable.from_dict(t) for t in plan["tables"]]
+    step = (s.coarse_step_qps if s.coarse_step_qps is not None
+            else max((s.max_qps - s.min_qps) / 4, 1.0))
+    tables = generate_policy_set(solve_at, s.min_qps, s.max_qps, step, s.max_accuracy_gap,
+                                 s.min_step_qps)
+    return RamsisPolicySet(profile.name, s.slo_s, s.num_workers, s.percentile, cap, queue,
+                           s.reward, s.job_size, balancing, tuple(tables))
 
 
 # --- Load-granular baselines (Jellyfish+, ModelSwitching) -----------------------------------------
 
 
 def load_granular_plan(policy: str, model: LatencyModel, slo_s: float, num_workers: int,
-                       choices: list[StaticChoice], percentile: str) -> dict[str, Any]:
-    """Serialize per-load choices (e.g. `app.sim.ramsis.calibration.model_switching(...).choices`)."""
-    return _finish({"kind": "load_granular", "policy": policy, "slo_s": slo_s,
-                    "num_workers": num_workers, "load_scope": "deployment",
-                    "percentile": percentile, "max_batch_size": model.max_batch_size,
-                    "choices": [{"load_qps": c.load_qps, "variant": model.names[c.variant_index],
-                                 "max_batch_size": c.max_batch_size} for c in choices]})
+                       choices: list[StaticChoice], percentile: str) -> LoadGranularPlan:
+    """Per-load choices (e.g. `app.sim.ramsis.calibration.model_switching(...).choices`)."""
+    return LoadGranularPlan(policy, slo_s, num_workers, percentile, model.max_batch_size,
+                            tuple(LoadChoice(c.load_qps, model.names[c.variant_index],
+                                             c.max_batch_size) for c in choices))
 
 
 def build_jellyfish_plan(profile: Profile, slo_s: float, num_workers: int, loads_qps: list[float],
                          percentile: str = "p95",
-                         max_batch_size: int | None = None) -> dict[str, Any]:
+                         max_batch_size: int | None = None) -> LoadGranularPlan:
     """Jellyfish+ choices (model, batch cap) per anticipated deployment load (cheap)."""
     model = LatencyModel.from_profile(profile, percentile, max_batch_size)
     choices = [jellyfish_choice(model, slo_s, num_workers, q, model.max_batch_size)
@@ -147,11 +136,10 @@ def build_jellyfish_plan(profile: Profile, slo_s: float, num_workers: int, loads
     return load_granular_plan("jellyfish", model, slo_s, num_workers, choices, percentile)
 
 
-def load_load_granular(plan: dict[str, Any], model: LatencyModel) -> LoadGranularPolicy:
-    check_plan(plan, "load_granular")
-    choices = [StaticChoice(float(c["load_qps"]), model.index(str(c["variant"])),
-                            int(c["max_batch_size"])) for c in plan["choices"]]
-    return LoadGranularPolicy(str(plan.get("policy", "load_granular")), choices)
+def load_granular_policy(plan: LoadGranularPlan, model: LatencyModel) -> LoadGranularPolicy:
+    choices = [StaticChoice(c.load_qps, model.index(c.variant), c.max_batch_size)
+               for c in plan.choices]
+    return LoadGranularPolicy(plan.policy, choices)
 
 
 # --- MOSEL --------------------------------------------------------------------------------------
@@ -166,45 +154,32 @@ def all_modality_index(profile: Profile) -> int:
 
 def build_mosel_plan(profile: Profile, max_job_size: int = 64, num_levels: int = 20,
                      percentile: str = "mean", max_batch_size: int | None = None,
-                     solver: str = "exact") -> dict[str, Any]:
+                     solver: str = "exact") -> MoselPlan:
     """MOSEL's strategy matrix P[job size][accuracy level] (section 5.1) over the fusion
-    profile's modality variants; each cell lists its batches as [variant name, batch size]
-    (null: no strategy reaches the level). Exact solver: well under a second for 3 variants."""
+    profile's modality variants. Exact solver: well under a second for 3 variants."""
     model = LatencyModel.from_profile(profile, percentile, max_batch_size)
     matrix = build_matrix(model, max_job_size, num_levels, solver=solver)
-    cells = [[None if s is None else [[b.variant_name, b.batch_size] for b in s.batches]
-              for s in row] for row in matrix.cells]
-    return _finish({"kind": "mosel_matrix", "profile": profile.name, "percentile": percentile,
-                    "max_batch_size": model.max_batch_size, "max_job_size": max_job_size,
-                    "solver": solver, "variant_names": list(model.names),
-                    "all_modalities_variant": model.names[all_modality_index(profile)],
-                    "accuracy_levels": list(matrix.accuracy_levels), "cells": cells})
+    cells = tuple(tuple(None if s is None else tuple((b.variant_name, b.batch_size)
+                                                      for b in s.batches) for s in row)
+                  for row in matrix.cells)
+    return MoselPlan(profile.name, percentile, model.max_batch_size, max_job_size, solver,
+                     tuple(model.names), model.names[all_modality_index(profile)],
+                     tuple(matrix.accuracy_levels), cells)
 
 
-def load_mosel_matrix(plan: dict[str, Any], model: LatencyModel) -> StrategyMatrix:
+def mosel_matrix(plan: MoselPlan, model: LatencyModel) -> StrategyMatrix:
     """The matrix with every strategy's latency recomputed from `model` (see `plan_model`)."""
-    check_plan(plan, "mosel_matrix")
 
-    def strategy(cell: list[list[Any]] | None) -> Strategy | None:
+    def strategy(cell: MoselCell | None) -> Strategy | None:
         if cell is None:
             return None
-        return strategy_from_batches(model, [(model.index(str(n)), int(b)) for n, b in cell])
+        return strategy_from_batches(model, [(model.index(n), b) for n, b in cell])
 
-    cells = tuple(tuple(strategy(c) for c in row) for row in plan["cells"])
-    return StrategyMatrix(tuple(model.names), tuple(float(a) for a in plan["accuracy_levels"]),
-                          cells, str(plan.get("solver", "exact")))
+    cells = tuple(tuple(strategy(c) for c in row) for row in plan.cells)
+    return StrategyMatrix(tuple(model.names), plan.accuracy_levels, cells, plan.solver)
 
 
 # --- OTAS ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OtasPlan:
-    rate_table: RateTable
-    batching: BatchingParams
-    switch: SwitchRule
-    kappa: float
-    allocator: str
 
 
 def profile_rate_table(tokens: TokenProfile, headroom: float = 0.9) -> RateTable:
@@ -219,13 +194,12 @@ def profile_rate_table(tokens: TokenProfile, headroom: float = 0.9) -> RateTable
 
 def build_otas_plan(profile: Profile, rate_table: str = "profile", headroom: float = 0.9,
                     percentile: str = "p95", max_batch_size: int | None = None,
-                    batching: BatchingParams | None = None, beta: int = 5,
-                    initial_stage_s: float = 2.0, kappa: float = 0.8,
-                    allocator: str = "alg2") -> dict[str, Any]:
+                    batching: BatchingParams | None = None, switch: SwitchRule | None = None,
+                    kappa: float = 0.8, allocator: str = "alg2") -> OtasPlan:
     """OTAS's rate table f: per-replica arrival rate -> gamma ("profile": derived from the
     token-adaptive profile's throughput with `headroom`; "paper": Table I), plus Algorithm 1's
-    batching thresholds (the batch cap defaults to the max batch size), the switch rule (beta,
-    initial stage) and kappa. A row's `max_qps` null means unbounded."""
+    batching thresholds (the batch cap defaults to the max batch size), the switch rule (default
+    beta 5, initial stage 2 s) and kappa."""
     tokens = TokenProfile.from_profile(profile, percentile, max_batch_size)
     if rate_table == "profile":
         table = profile_rate_table(tokens, headroom)
@@ -233,27 +207,6 @@ def build_otas_plan(profile: Profile, rate_table: str = "profile", headroom: flo
         table = RateTable.paper_table_i()
     else:
         raise ValueError(f"unknown rate table {rate_table!r}; valid: ['paper', 'profile']")
-    bp = batching or BatchingParams(max_batch_size=tokens.max_batch_size)
-    return _finish({
-        "kind": "otas_rate_table", "profile": profile.name, "percentile": percentile,
-        "max_batch_size": tokens.max_batch_size, "load_scope": "replica",
-        "rate_table": [{"max_qps": None if math.isinf(r.max_qps) else r.max_qps,
-                        "gamma": r.gamma} for r in table.rows],
-        "batching": {"max_wait_s": bp.max_wait_s, "max_batch_size": bp.max_batch_size,
-                     "max_deadline_gap_s": bp.max_deadline_gap_s,
-                     "max_utility_gap": bp.max_utility_gap},
-        "switch": {"beta": beta, "initial_stage_s": initial_stage_s},
-        "kappa": kappa, "allocator": allocator})
-
-
-def load_otas_plan(plan: dict[str, Any]) -> OtasPlan:
-    check_plan(plan, "otas_rate_table")
-    rows = tuple(RateRow(math.inf if r["max_qps"] is None else float(r["max_qps"]),
-                         int(r["gamma"])) for r in plan["rate_table"])
-    b = plan["batching"]
-    return OtasPlan(RateTable(rows),
-                    BatchingParams(float(b["max_wait_s"]), int(b["max_batch_size"]),
-                                   float(b["max_deadline_gap_s"]), float(b["max_utility_gap"])),
-                    SwitchRule(int(plan["switch"]["beta"]),
-                               float(plan["switch"]["initial_stage_s"])),
-                    float(plan["kappa"]), str(plan["allocator"]))
+    return OtasPlan(profile.name, percentile, tokens.max_batch_size, table,
+                    batching or BatchingParams(max_batch_size=tokens.max_batch_size),
+                    switch or SwitchRule(), kappa, allocator)

@@ -12,10 +12,12 @@ import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
+
+from app.bench import http
 
 FAMILIES = ("family", "vit", "fusion")
 APP_NAME = "adaptserve-test"
@@ -46,30 +48,31 @@ class Server:
     url: str
 
     def post(self, path: str, body: Any = None, raw: bytes | None = None,
-             timeout: float = 30.0) -> requests.Response:
+             timeout: float = 30.0) -> http.HttpResponse:
         if raw is not None:
-            return requests.post(self.url + path, data=raw, timeout=timeout,
-                                 headers={"content-type": "application/json"})
-        return requests.post(self.url + path, json=body, timeout=timeout)
+            return http.post_bytes(self.url + path, raw, timeout_s=timeout)
+        return http.post_json(self.url + path, body, timeout_s=timeout)
 
-    def get(self, path: str, timeout: float = 30.0) -> requests.Response:
-        return requests.get(self.url + path, timeout=timeout)
+    def get(self, path: str, timeout: float = 30.0) -> http.HttpResponse:
+        return http.get(self.url + path, timeout_s=timeout)
 
 
 def _wait_healthy(url: str, timeout_s: float = 120.0) -> None:
     end = time.time() + timeout_s
     while time.time() < end:
         try:
-            if requests.get(url + "/healthz", timeout=5).status_code == 200:
+            if http.get(url + "/healthz", timeout_s=5.0).status_code == 200:
                 return
-        except requests.RequestException:
+        except http.HttpTransportError:
             pass
         time.sleep(0.5)
     raise RuntimeError(f"{url}/healthz never answered 200")
 
 
 @pytest.fixture(scope="session")
-def server() -> Iterator[Server]:
+def server(trained_models_dir: Path) -> Iterator[Server]:
+    """The app on a fresh local Ray; the families are trained (tests/conftest.py) before Ray
+    takes the CPUs, and `build_app` finds them current in the same cache."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
     from ray import serve
@@ -92,14 +95,13 @@ def server() -> Iterator[Server]:
 
 
 @pytest.fixture(scope="session")
-def examples() -> dict[str, dict[str, list[Any]]]:
+def examples(trained_models_dir: Path) -> dict[str, dict[str, list[Any]]]:
     """Held-out test items in wire form per family and task (real data, no fakes)."""
     from deployments.models.registry import load_model
-    from profiling.paths import REPO_ROOT
 
     out: dict[str, dict[str, list[Any]]] = {}
     for name in FAMILIES:
-        model = load_model(name, cache_dir=REPO_ROOT / ".cache" / "models", device="cpu")
+        model = load_model(name, cache_dir=trained_models_dir, device="cpu")
         out[name] = {t: model.examples("test", t, limit=64) for t in model.tasks()}
     return out
 

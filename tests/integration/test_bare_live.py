@@ -8,7 +8,9 @@ import socket
 import pytest
 
 from app.bench import live as lb
+from app.bench.bare import BareSettings
 from app.bench.loadgen import LoadgenConfig, build_payloads, run_load
+from app.bench.processes import app_replicas, serve_memory
 from app.sim.traces.spec import TraceSpec
 from tests.integration.fake_family import COMPUTE_S, FakeFamily
 
@@ -26,8 +28,9 @@ def test_bare_graph_answers_with_compute_time_and_memory_is_listed() -> None:
     base = f"http://127.0.0.1:{port}"
     lb.start_ray(port, num_cpus=4)
     try:
-        lb.deploy_bare(base, "fake", "/nonexistent", "big", None, 4, {"num_cpus": 0.1}, 0.75,
-                       loader="tests.integration.fake_family:load_model")
+        lb.deploy_bare(base, BareSettings("fake", "/nonexistent", "big", None, 4, 1,
+                                          {"num_cpus": 0.1}, 0.75,
+                                          loader="tests.integration.fake_family:load_model"))
         cfg = LoadgenConfig(url=f"{base}/{lb.BARE_NAME}", model="fake",
                             trace=TraceSpec("poisson", 10.0, 3.0, seed=1), slo_ms=500.0)
         examples = FakeFamily().examples("test", "argmax")
@@ -39,8 +42,8 @@ def test_bare_graph_answers_with_compute_time_and_memory_is_listed() -> None:
         assert s.compute_p50_ms >= 1000 * COMPUTE_S
         assert 0 < s.overhead_p50_ms < s.latency_p50_ms
         assert s.variant_share == {"big": 1.0}
-        mem = lb.serve_memory()
-        bare = lb.app_replicas(mem, lb.BARE_NAME)
+        mem = serve_memory()
+        bare = app_replicas(mem, lb.BARE_NAME)
         assert {m.actor.split(":")[-1] for m in bare} == {"BareIngress", "BarePreprocess",
                                                           "BareModel"}
         assert all(m.rss_mib > 10 for m in bare)

@@ -6,14 +6,14 @@ import base64
 from typing import Any
 
 import pytest
-import requests
 
+from app.bench.http import HttpResponse
 from tests.integration.conftest import Server, fastest_ms
 
 pytestmark = pytest.mark.integration
 
 
-def error_of(r: requests.Response, status: int, type_: str) -> dict[str, Any]:
+def error_of(r: HttpResponse, status: int, type_: str) -> dict[str, Any]:
     assert r.status_code == status, r.text
     assert r.headers["content-type"].startswith("application/json")
     err = r.json()["error"]

@@ -8,8 +8,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-import requests
 
+from app.bench.http import HttpResponse
 from tests.integration.conftest import APP_NAME, Server
 
 pytestmark = pytest.mark.integration
@@ -29,7 +29,7 @@ def kill_replica(deployment: str) -> str:
     raise AssertionError(f"no replica of {deployment} found")
 
 
-def check_answer(r: requests.Response) -> str:
+def check_answer(r: HttpResponse) -> str:
     """One JSON answer: a result (200) or an explicit error (5xx ErrorResponse)."""
     body = r.json()
     if r.status_code == 200:

@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("policies", "app", "deployments")
+PACKAGES = ("policies", "app", "deployments", "profiling")
 MAX_FILE_LINES = 300
 MAX_FUNCTION_LINES = 60
 

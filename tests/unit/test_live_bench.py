@@ -44,8 +44,6 @@ def test_profile_capacity_picks_the_best_batch_within_half_the_slo() -> None:
 
 
 def test_hops_count_a_job_once_outside_its_batches() -> None:
-    from types import SimpleNamespace
-
     from app.bench.live_report import hops_p50_ms
     from app.sim.replica.request_metrics import RequestRecord
 
@@ -57,8 +55,8 @@ def test_hops_count_a_job_once_outside_its_batches() -> None:
     # answered at 70 ms -> 50 ms outside its batches (30 before, 20 after)
     job = [rec(0, 70, 30, 10, "j"), rec(1, 70, 30, 10, "j"), rec(2, 70, 40, 10, "j")]
     singles = [rec(3, 40, 25, 5, None), rec(4, 44, 20, 4, None)]  # 35 and 40 ms outside
-    assert hops_p50_ms(SimpleNamespace(records=job)) == pytest.approx(50.0)  # type: ignore[arg-type]
-    assert hops_p50_ms(SimpleNamespace(records=singles)) == pytest.approx(37.5)  # type: ignore[arg-type]
+    assert hops_p50_ms(job) == pytest.approx(50.0)
+    assert hops_p50_ms(singles) == pytest.approx(37.5)
 
 
 def test_served_times_sample_live_batches_and_scale_the_rest() -> None:
@@ -103,3 +101,16 @@ def test_call_timings_split_the_stack_time_of_answered_calls() -> None:
     assert StackDelays([t]).p50_total_ms() == pytest.approx(72.0)
     with pytest.raises(ValueError):
         StackDelays([])
+
+
+def test_serve_actors_are_named_by_their_process_titles() -> None:
+    from app.bench.processes import actor_of
+
+    assert actor_of("ray::ServeReplica:adaptserve:Classifier_family") == (
+        "ServeReplica:adaptserve:Classifier_family")
+    assert actor_of("ray::ServeReplica:bare:BareModel.handle_request ") == (
+        "ServeReplica:bare:BareModel")
+    assert actor_of("ray::ServeController") == "ServeController"
+    assert actor_of("ray::ProxyActor.ready") == "ProxyActor"
+    for other in ("ray::IDLE", "ray::DashboardAgent", "python -u worker.py", ""):
+        assert actor_of(other) is None

@@ -13,10 +13,18 @@ import numpy as np
 import pytest
 from aiohttp import web
 
-from app.bench.loadgen import LoadgenConfig, build_payloads, format_summary, run_load
+from app.bench import http
+from app.bench.loadgen import (
+    LoadgenConfig,
+    build_payloads,
+    format_summary,
+    run_load,
+    trace_data_dir,
+)
 from app.bench.loadgen_report import plot_runs, write_json
 from app.sim.replica.request_metrics import RequestRecord, summarize
 from app.sim.traces.spec import TraceSpec, arrival_times
+from profiling.paths import shared_data_dir
 from tests.conftest import needs_shared
 
 
@@ -177,6 +185,17 @@ def test_unreachable_server_counts_errors() -> None:
     assert result.summary.goodput_qps == 0.0
 
 
+def test_sync_helper_reads_status_headers_and_json(server: FakeServer) -> None:
+    r = http.post_json(server.url + "/v1/classify", {"inputs": {"pred": 1}})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+    assert r.json()["prediction"]["label"] == 1
+    r = http.post_bytes(server.url + "/v1/classify", b'{"inputs": {"mode": "500"}}')
+    assert r.status_code == 500 and "boom" in r.text
+    assert http.get(server.url + "/v1/classify").status_code == 405
+    with pytest.raises(http.HttpTransportError, match="127.0.0.1:9"):
+        http.get("http://127.0.0.1:9/healthz", timeout_s=2.0)
+
+
 def test_payload_body_follows_the_wire_format() -> None:
     cfg = _cfg("http://x", 1.0, 1.0, min_accuracy=0.8, task="t", slo_ms=150.0)
     body = json.loads(build_payloads([({"image": "abc"}, 3)], cfg)[0].body)
@@ -214,10 +233,15 @@ def test_trace_specs() -> None:
     assert 400 < p1.size < 600 and p1.max() < 5.0
     with pytest.raises(ValueError, match="trace"):
         TraceSpec("bursty", 1.0, 1.0)
+    assert trace_data_dir(TraceSpec("poisson", 1.0, 1.0), "/nonexistent") is None
 
 
 @needs_shared  # the Twitter slice lives in ../shared/data/ramsis
 def test_twitter_trace_spec() -> None:
-    tw = arrival_times(TraceSpec("twitter", 50.0, 60.0, peak_qps=150.0, seed=0))
+    spec = TraceSpec("twitter", 50.0, 60.0, peak_qps=150.0, seed=0)
+    assert trace_data_dir(spec) == shared_data_dir()
+    with pytest.raises(FileNotFoundError, match="nonexistent"):
+        trace_data_dir(spec, "/nonexistent")
+    tw = arrival_times(spec, shared_data_dir())
     per_s = np.bincount(tw.astype(int), minlength=60)
     assert 40 < per_s.mean() < 160 and tw.max() < 60.0

@@ -27,13 +27,14 @@ def _model(accuracy: list[float], tables: list[list[float]]) -> LatencyModel:
 
 def _brute_force(model: LatencyModel, n: int, slo: float) -> float | None:
     """Least latency over every multiset of (combination, batch size) batches summing to n."""
-    best: list[float | None] = [None]
+    best: float | None = None
     k_count = len(model.names)
 
     def rec(left: int, max_part: tuple[int, int], lat: float, pts: float) -> None:
+        nonlocal best
         if left == 0:
-            if meets_accuracy(pts, slo, n) and (best[0] is None or lat < best[0]):
-                best[0] = lat
+            if meets_accuracy(pts, slo, n) and (best is None or lat < best):
+                best = lat
             return
         for b in range(min(left, model.max_batch_size), 0, -1):
             for k in range(k_count):
@@ -42,7 +43,7 @@ def _brute_force(model: LatencyModel, n: int, slo: float) -> float | None:
                 rec(left - b, (b, k), lat + model.latency(k, b), pts + model.accuracy[k] * b)
 
     rec(n, (n + 1, k_count), 0.0, 0.0)
-    return best[0]
+    return best
 
 
 @st.composite
@@ -118,7 +119,6 @@ def test_unknown_solver_lists_valid_names() -> None:
 
 @pytest.mark.parametrize(("n", "slo"), [(3, 0.7), (4, 0.75), (2, 0.95)])
 def test_gekko_agrees_with_exact(n: int, slo: float) -> None:
-    pytest.importorskip("gekko")
     model = _model([0.6, 0.7, 0.9], [[3, 5, 6, 7], [4, 6, 8, 9], [10, 19, 27, 34]])
     exact = solve_cell_exact(model, n, slo)
     gekko = get_solver("gekko")(model, n, slo)
@@ -127,9 +127,10 @@ def test_gekko_agrees_with_exact(n: int, slo: float) -> None:
         assert gekko.latency_s == pytest.approx(exact.latency_s, abs=1e-6)
 
 
-def test_import_is_pure() -> None:
+def test_gekko_loads_only_when_its_solver_runs() -> None:
+    """ray/torch/asyncio are import-linter's (.importlinter); gekko may be imported inside the
+    solver, which a static check allows, so this is what keeps it off the import path."""
     code = ("import sys, policies.modality.api; "
-            "bad = [m for m in ('ray', 'torch', 'asyncio', 'gekko') if m in sys.modules]; "
-            "print(bad); sys.exit(1 if bad else 0)")
+            "sys.exit(1 if 'gekko' in sys.modules else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -1,7 +1,8 @@
 """Held-out accuracy of the trained families (through the wire path: examples -> decode -> run).
 
-Loads the cached weights from `.cache/models` (trains them first when missing or stale: about
-4 minutes on 2 cores, `python -m deployments.models.train`), hence `slow`.
+The weights come from the session's `trained_models_dir` (tests/conftest.py), which trains once
+per session when the cache is missing or stale; what is left here is evaluation (~20 s), hence
+`slow`.
 """
 
 from __future__ import annotations
@@ -14,16 +15,16 @@ import torch
 from deployments.models.base import ServableModel
 from deployments.models.registry import load_model, read_metadata
 
-CACHE = Path(__file__).resolve().parents[2] / ".cache" / "models"
 LIMIT = 300
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def models() -> dict[str, ServableModel]:
+def models(trained_models_dir: Path) -> dict[str, ServableModel]:
     torch.set_num_threads(1)
-    return {name: load_model(name, cache_dir=CACHE) for name in ("vit", "fusion", "family")}
+    return {name: load_model(name, cache_dir=trained_models_dir)
+            for name in ("vit", "fusion", "family")}
 
 
 def wire_accuracy(model: ServableModel, task: str, limit: int | None = LIMIT) -> dict[str, float]:
@@ -45,8 +46,8 @@ def test_vit_accuracy(models: dict[str, ServableModel]) -> None:
         assert min(acc.values()) > floor, (task, acc)
 
 
-def test_fusion_accuracy(models: dict[str, ServableModel]) -> None:
-    meta = read_metadata("fusion", CACHE)
+def test_fusion_accuracy(models: dict[str, ServableModel], trained_models_dir: Path) -> None:
+    meta = read_metadata("fusion", trained_models_dir)
     assert meta is not None
     acc = meta["test_accuracy"]["digits"]  # the full test split
     full = acc["fusion/image+audio+text"]
@@ -61,8 +62,8 @@ def test_fusion_accuracy(models: dict[str, ServableModel]) -> None:
     assert wired["fusion/image+audio+text"] > 0.65
 
 
-def test_family_pareto(models: dict[str, ServableModel]) -> None:
-    meta = read_metadata("family", CACHE)
+def test_family_pareto(models: dict[str, ServableModel], trained_models_dir: Path) -> None:
+    meta = read_metadata("family", trained_models_dir)
     assert meta is not None
     acc = meta["test_accuracy"]["digits"]
     names = [v.name for v in models["family"].variants()]  # ordered by size
@@ -73,8 +74,9 @@ def test_family_pareto(models: dict[str, ServableModel]) -> None:
     assert wired[names[-1]] > wired[names[0]] + 0.15
 
 
-def test_metadata_matches_wire_accuracy(models: dict[str, ServableModel]) -> None:
-    meta = read_metadata("vit", CACHE)
+def test_metadata_matches_wire_accuracy(models: dict[str, ServableModel],
+                                        trained_models_dir: Path) -> None:
+    meta = read_metadata("vit", trained_models_dir)
     assert meta is not None
     full = wire_accuracy(models["vit"], "digits", limit=None)
     for name, value in meta["test_accuracy"]["digits"].items():

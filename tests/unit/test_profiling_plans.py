@@ -8,9 +8,18 @@ from pathlib import Path
 import pytest
 
 from policies.profile import LatencyModel, LatencyPoint, Profile, VariantProfile
-from policies.schedulers.plans import load_mosel_matrix, load_otas_plan, plan_model
+from policies.schedulers.plan_types import (
+    LoadGranularPlan,
+    MoselPlan,
+    OtasPlan,
+    PlanKind,
+    RamsisPolicySet,
+    plan_from_json,
+)
+from policies.schedulers.plans import mosel_matrix, plan_model
 from policies.schedulers.registry import make_scheduler
 from policies.types import Variant
+from profiling.paths import plan_file
 from profiling.plans import PlanSettings, ensure_plans, load_range, plan_kinds
 
 SIZES = (1, 2, 4, 8)
@@ -53,9 +62,9 @@ def _write(tmp: Path, *profiles: Profile) -> dict[str, Path]:
 
 
 def test_plan_kinds() -> None:
-    assert plan_kinds(family()) == ["ramsis", "jellyfish"]
-    assert plan_kinds(vit()) == ["otas"]
-    assert plan_kinds(fusion()) == ["mosel"]
+    assert plan_kinds(family()) == [PlanKind.RAMSIS, PlanKind.JELLYFISH]
+    assert plan_kinds(vit()) == [PlanKind.OTAS]
+    assert plan_kinds(fusion()) == [PlanKind.MOSEL]
 
 
 def test_load_range_from_capacity() -> None:
@@ -72,17 +81,22 @@ def test_ensure_plans_writes_loadable_plans(tmp_path: Path) -> None:
     assert sorted(plans) == ["family.t.jellyfish", "family.t.ramsis", "fusion.d.mosel",
                              "vit.d.otas"]
     assert plans["vit.d.otas"] == tmp_path / "plans" / "vit.d.otas.json"
-    loaded = {k: json.loads(p.read_text()) for k, p in plans.items()}
+    assert plans["vit.d.otas"] == plan_file(tmp_path / "plans", "vit", "d", PlanKind.OTAS)
+    files = {k: json.loads(p.read_text()) for k, p in plans.items()}
+    loaded = {k: plan_from_json(data) for k, data in files.items()}
     fam = family()
     for kind in ("ramsis", "jellyfish"):
+        assert files[f"family.t.{kind}"]["source"]["kind"] == kind
         plan = loaded[f"family.t.{kind}"]
-        assert plan["source"]["kind"] == kind and plan["num_workers"] == 2
+        assert isinstance(plan, RamsisPolicySet | LoadGranularPlan) and plan.num_workers == 2
         sched = make_scheduler(kind, fam, plan, {"max_batch_size": 4})
         assert sched.name == kind
     mosel = loaded["fusion.d.mosel"]
-    matrix = load_mosel_matrix(mosel, plan_model(fusion(), mosel, {}))
-    assert matrix.variant_names == ("a", "b", "a+b")
-    assert load_otas_plan(loaded["vit.d.otas"]).batching.max_batch_size == 4
+    assert isinstance(mosel, MoselPlan)
+    model = plan_model(fusion(), mosel.percentile, mosel.max_batch_size)
+    assert mosel_matrix(mosel, model).variant_names == ("a", "b", "a+b")
+    otas = loaded["vit.d.otas"]
+    assert isinstance(otas, OtasPlan) and otas.batching.max_batch_size == 4
     assert LatencyModel.from_profile(fam).names == ("s", "m", "l")
 
 
@@ -104,5 +118,9 @@ def test_ensure_plans_caches_and_rebuilds(tmp_path: Path) -> None:
     ensure_plans(paths, plans_dir, other)
     assert json.loads(first["vit.d.otas"].read_text())["max_batch_size"] == 8
     assert ensure_plans(paths, plans_dir, FAST, kinds=["mosel"]) == {}
-    with pytest.raises(ValueError, match="unknown plan kinds"):
+    first["vit.d.otas"].write_text(json.dumps({**json.loads(first["vit.d.otas"].read_text()),
+                                               "kappa": "high"}))  # corrupt: rebuilt
+    ensure_plans(paths, plans_dir, other)
+    assert json.loads(first["vit.d.otas"].read_text())["kappa"] == 0.8
+    with pytest.raises(ValueError, match=r"unknown plan kind 'nope'; valid: \['ramsis'"):
         ensure_plans(paths, plans_dir, FAST, kinds=["nope"])

@@ -9,12 +9,14 @@ from policies.model_selection.api import WorkerView
 from policies.model_selection.baselines import jellyfish_choice
 from policies.model_selection.table import RamsisSelector
 from policies.profile import LatencyModel
+from profiling.paths import shared_data_dir
 from tests.conftest import needs_shared
 
 
 @needs_shared
 def test_agreement_with_reference_at_2000_qps(tmp_path):
-    model = LatencyModel.from_profile(load_ramsis_profile("image"), "p95", 32)
+    model = LatencyModel.from_profile(load_ramsis_profile("image", data_dir=shared_data_dir()),
+                                      "p95", 32)
     assert jellyfish_choice(model, 0.15, 60, 2000).variant_index == 1  # mobilenet_v3_large, b<=3
     s = Scenario(0.15, 60, "constant", qps=2000, duration_s=30, cache_dir=tmp_path)
     res = run_scenario(s, model)["results"]

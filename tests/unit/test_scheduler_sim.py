@@ -9,8 +9,16 @@ from app.sim.replica.request_metrics import summarize
 from app.sim.replica.sim import SchedulerSimConfig, simulate
 from app.sim.traces.spec import TraceSpec, arrival_times
 from policies.profile import LatencyPoint, Profile, VariantProfile
-from policies.schedulers.base import BatchPlan, PendingItem, Scheduler, SchedulerDecision
+from policies.schedulers.base import (
+    BatchPlan,
+    Drop,
+    DropReason,
+    PendingItem,
+    Scheduler,
+    SchedulerDecision,
+)
 from policies.schedulers.registry import make_scheduler
+from policies.schedulers.step import StepInput, decide, expire, most_urgent_task
 from policies.types import Variant
 
 
@@ -51,7 +59,7 @@ def test_light_load_serves_each_alone_on_the_fixed_variant() -> None:
 def test_queue_builds_batches_that_meet_deadlines() -> None:
     # 4 requests at once: the first runs alone (queue empty when it came), then 3 in one batch.
     run = _run([0.0, 0.0, 0.0, 0.0], SchedulerSimConfig(replicas=1, slo_ms=200.0))
-    sizes = [size for _, _, _, size in run.batches]
+    sizes = [b.size for b in run.batches]
     assert sizes == [1, 3]
     lat = sorted(r.latency_ms for r in run.records)
     assert lat == pytest.approx([40.0, 40.0 + 60.0, 100.0, 100.0])  # b=3 -> 60 ms (linear fill)
@@ -185,3 +193,50 @@ def test_response_margin_shortens_the_replicas_deadline() -> None:
     assert ok.records[0].outcome == "ok"
     kept = _run([0.0], SchedulerSimConfig(replicas=1, slo_ms=45.0, response_margin_ms=10.0))
     assert kept.records[0].outcome == "deadline_exceeded"
+
+
+class _Sloppy(Scheduler):
+    """Drops an item twice and one it was never shown; runs a dropped item with a live one."""
+
+    name = "sloppy"
+
+    def __init__(self, profile: Profile) -> None:
+        self.variant = profile.by_name("small").variant
+
+    def decide(self, pending: tuple[PendingItem, ...], now_s: float,
+               load_qps: float) -> SchedulerDecision:
+        first = pending[0].item_id
+        drops = (Drop(first, DropReason.SHED), Drop(first, DropReason.DEADLINE_EXCEEDED),
+                 Drop("never-queued", DropReason.SHED))
+        ids = tuple(p.item_id for p in pending[:2])
+        return SchedulerDecision(drops=drops, run=BatchPlan(self.variant, ids, 0.7))
+
+
+def test_step_applies_only_what_concerns_the_offered_items() -> None:
+    items = (PendingItem("a", 0.0, 0.5, "t"), PendingItem("b", 0.0, 0.9, "t"),
+             PendingItem("c", 0.0, 0.7, "u"))
+    late = expire(items, 0.5)
+    assert [p.item_id for p in late.expired] == ["a"]
+    offered = most_urgent_task(late.live)
+    assert [p.item_id for p in offered] == ["b"]  # "c" is another task's: another scheduler
+    out = decide(_Sloppy(_profile()), StepInput(items[:2], 0.1, 5.0))
+    assert out.drops == (Drop("a", DropReason.SHED),)  # once, first reason; unknown ids ignored
+    assert out.run is not None and out.run.item_ids == ("b",)  # the dropped item does not run
+    assert not out.idle
+
+
+def test_the_simulator_runs_the_mosel_and_otas_schedulers_the_replicas_run() -> None:
+    from app.sim.mosel.profiles import load_profile
+    from app.sim.otas.profile import figure4_profile
+
+    tv = load_profile("tvlt-like")
+    jobs = simulate(tv, lambda k: make_scheduler("mosel", tv), np.array([0.0, 0.2, 0.4]), 1.0,
+                    SchedulerSimConfig(replicas=1, slo_ms=3000.0, job_size=8))
+    assert [r.outcome for r in jobs.records] == ["ok"] * 24
+    assert {b.variant for b in jobs.batches} <= set(tv.names())
+    f4 = figure4_profile()
+    arrivals = np.arange(0.0, 1.0, 0.005)
+    otas = simulate(f4, lambda k: make_scheduler("otas", f4), arrivals, 1.0,
+                    SchedulerSimConfig(replicas=1, slo_ms=200.0, task="cifar10"))
+    assert otas.summary.sent == arrivals.size and otas.summary.ok > 0.9 * arrivals.size
+    assert max(b.size for b in otas.batches) > 1  # Algorithm 1 batches the queue

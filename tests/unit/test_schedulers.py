@@ -11,13 +11,22 @@ import pytest
 
 from policies.profile import LatencyModel, LatencyPoint, Profile, VariantProfile
 from policies.schedulers.base import DropReason, PendingItem, Scheduler
+from policies.schedulers.common import MissingPlan
+from policies.schedulers.params import FixedParams, RamsisParams
+from policies.schedulers.plan_types import (
+    LoadGranularPlan,
+    MoselPlan,
+    OtasPlan,
+    RamsisPolicySet,
+    RamsisTable,
+    plan_from_json,
+)
 from policies.schedulers.plans import (
+    RamsisPlanSettings,
     build_jellyfish_plan,
     build_mosel_plan,
     build_otas_plan,
     build_ramsis_plan,
-    load_ramsis_tables,
-    ramsis_table_plan,
 )
 from policies.schedulers.registry import make_scheduler, scheduler_names
 from policies.types import Variant
@@ -140,6 +149,18 @@ def test_registry_names_and_unknown() -> None:
         make_scheduler("nope", image_profile(), None, {})
 
 
+def test_params_are_checked_naming_the_key() -> None:
+    profile = image_profile()
+    with pytest.raises(ValueError, match=r"unknown params \['variantt'\].*valid: .*'variant'"):
+        make_scheduler("fixed", profile, None, {"variantt": "mid"})
+    with pytest.raises(ValueError, match="load_scope 'cluster'"):
+        make_scheduler("ramsis", profile, None, {"load_scope": "cluster"})
+    with pytest.raises(ValueError, match="scheduler .jellyfish. takes JellyfishParams, got RamsisParams"):
+        make_scheduler("jellyfish", profile, None, RamsisParams())
+    with pytest.raises(ValueError, match="runs no plan"):
+        make_scheduler("fixed", profile, build_jellyfish_plan(profile, 0.1, 1, [10.0]))
+
+
 @pytest.mark.parametrize("name,variant", [("fixed", "big"), ("fastest", "small"),
                                           ("most_accurate", "big")])
 def test_fixed_family_runs_or_drops_everything(name: str, variant: str) -> None:
@@ -161,7 +182,7 @@ def test_fixed_family_runs_or_drops_everything(name: str, variant: str) -> None:
 def test_fixed_named_variant_and_one_task_batches() -> None:
     profile = image_profile()
     items = poisson(300.0, 0.5, 0.1, seed=2, tasks=("a", "b"))
-    s = make_scheduler("fixed", profile, None, {"variant": "mid", "max_batch_size": 4})
+    s = make_scheduler("fixed", profile, None, FixedParams(variant="mid", max_batch_size=4))
     trace = drive(s, profile, items, 4)
     all_accounted(trace, items)
     assert {v for _, v, _ in trace.batches} == {"mid"}
@@ -171,17 +192,26 @@ def test_fixed_named_variant_and_one_task_batches() -> None:
 
 
 @pytest.fixture(scope="module")
-def ramsis_plan() -> dict[str, Any]:
-    return build_ramsis_plan(image_profile(), slo_s=0.1, num_workers=2, min_qps=20.0,
-                             max_qps=400.0, intervals=20)
+def ramsis_plan() -> RamsisPolicySet:
+    return build_ramsis_plan(image_profile(), RamsisPlanSettings(
+        slo_s=0.1, num_workers=2, min_qps=20.0, max_qps=400.0, intervals=20))
 
 
-def test_ramsis_plan_json_round_trip(ramsis_plan: dict[str, Any]) -> None:
-    again = json.loads(json.dumps(ramsis_plan))
-    assert again == ramsis_plan
-    assert ramsis_plan["kind"] == "ramsis_policy_set" and ramsis_plan["format_version"] == 1
-    tables = load_ramsis_tables(again)
-    assert [t.to_dict() for t in tables] == ramsis_plan["tables"]
+def json_round_trip(plan: Any) -> Any:
+    """The plan through a JSON file's text and back, checked equal to itself."""
+    text = json.dumps(plan.to_json())
+    again = plan_from_json(json.loads(text))
+    assert again == plan and type(again) is type(plan)
+    assert again.plan_id == plan.plan_id and json.loads(text)["plan_id"] == plan.plan_id
+    return again
+
+
+def test_ramsis_plan_json_round_trip(ramsis_plan: RamsisPolicySet) -> None:
+    again = json_round_trip(ramsis_plan)
+    data = ramsis_plan.to_json()
+    assert data["kind"] == "ramsis_policy_set" and data["format_version"] == 1
+    assert [t.to_dict() for t in again.tables] == data["tables"]
+    assert json_round_trip(RamsisTable(ramsis_plan.tables[0])).table == ramsis_plan.tables[0]
     profile = image_profile()
     a = make_scheduler("ramsis", profile, ramsis_plan, {})
     b = make_scheduler("ramsis", profile, again, {})
@@ -191,7 +221,7 @@ def test_ramsis_plan_json_round_trip(ramsis_plan: dict[str, Any]) -> None:
 
 
 def test_ramsis_faster_variant_at_higher_load_and_lower_slack(
-        ramsis_plan: dict[str, Any]) -> None:
+        ramsis_plan: RamsisPolicySet) -> None:
     profile = image_profile()
     model = LatencyModel.from_profile(profile)
     s = make_scheduler("ramsis", profile, ramsis_plan, {"load_scope": "deployment"})
@@ -209,7 +239,7 @@ def test_ramsis_faster_variant_at_higher_load_and_lower_slack(
         assert lats == sorted(lats, reverse=True)
 
 
-def test_ramsis_driver_and_pinned_table(ramsis_plan: dict[str, Any]) -> None:
+def test_ramsis_driver_and_pinned_table(ramsis_plan: RamsisPolicySet) -> None:
     profile = image_profile()
     s = make_scheduler("ramsis", profile, ramsis_plan, {})
     items = poisson(150.0, 1.0, 0.1, seed=3)
@@ -218,22 +248,29 @@ def test_ramsis_driver_and_pinned_table(ramsis_plan: dict[str, Any]) -> None:
     assert not trace.dropped  # RAMSIS serves late rather than drop, by default
     on_time = sum(trace.finish[p.item_id] <= p.deadline_s + EPS for p in items)
     assert on_time >= 0.95 * len(items)
-    top = load_ramsis_tables(ramsis_plan)[-1]
-    s.update_plan(json.loads(json.dumps(ramsis_table_plan(top))))
-    assert s.stats().extra["pinned"] == 1.0
+    top, bottom = ramsis_plan.tables[-1], ramsis_plan.tables[0]
     pending = tuple(PendingItem(str(k), 0.0, 0.1, "t") for k in range(3))
+
+    def chosen(table: Any) -> str:
+        choice = table.lookup(3, 0.1)
+        return str(table.variant_names[choice.variant_index])
+
+    assert chosen(top) != chosen(bottom)  # the check below can tell pinned from not
+    s.update_plan(json_round_trip(RamsisTable(top)))
     run = s.decide(pending, 0.0, 1.0).run  # pinned: load ignored
-    choice = top.lookup(3, 0.1)
-    assert run is not None and run.variant.name == top.variant_names[choice.variant_index]
-    s.update_plan(ramsis_plan)
-    assert s.stats().extra["pinned"] == 0.0
+    assert run is not None and run.variant.name == chosen(top)
+    s.update_plan(ramsis_plan)  # a set unpins: light load picks the lightest table again
+    run = s.decide(pending, 0.0, 1.0).run
+    assert run is not None and run.variant.name == chosen(bottom)
+    with pytest.raises(ValueError, match="ramsis_policy_set"):
+        s.update_plan(build_otas_plan(token_profile()))
 
 
 def test_jellyfish_and_modelswitching() -> None:
     profile = image_profile()
     model = LatencyModel.from_profile(profile)
-    plan = build_jellyfish_plan(profile, 0.1, 2, [20.0, 200.0, 600.0])
-    assert json.loads(json.dumps(plan)) == plan
+    plan = json_round_trip(build_jellyfish_plan(profile, 0.1, 2, [20.0, 200.0, 600.0]))
+    assert isinstance(plan, LoadGranularPlan)
     s = make_scheduler("jellyfish", profile, plan, {"load_scope": "deployment"})
     pending = tuple(PendingItem(str(k), 0.0, 0.1, "t") for k in range(8))
     lats = []
@@ -244,9 +281,9 @@ def test_jellyfish_and_modelswitching() -> None:
     assert lats == sorted(lats, reverse=True) and lats[0] > lats[-1]
     items = poisson(150.0, 0.5, 0.1, seed=4)
     all_accounted(drive(s, profile, items, 8), items)
-    ms = make_scheduler("modelswitching", profile, {**plan, "policy": "modelswitching"}, {})
+    ms = make_scheduler("modelswitching", profile, plan, {})
     assert ms.name == "modelswitching"
-    with pytest.raises(ValueError, match="load_granular"):
+    with pytest.raises(MissingPlan, match="load_granular"):
         make_scheduler("modelswitching", profile, None, {})
 
 
@@ -256,9 +293,10 @@ def test_jellyfish_and_modelswitching() -> None:
 def test_otas_runs_or_evicts_everything_one_task_per_batch() -> None:
     profile = token_profile()
     plan = build_otas_plan(profile)
-    assert json.loads(json.dumps(plan)) == plan and plan["kind"] == "otas_rate_table"
+    assert isinstance(json_round_trip(plan), OtasPlan) and plan.to_json()["rate_table"][-1] == {
+        "max_qps": None, "gamma": plan.rate_table.rows[-1].gamma}  # infinity as null
     items = poisson(900.0, 1.0, 0.04, seed=5, tasks=("cifar10", "cifar100"))
-    s = make_scheduler("otas", profile, json.loads(json.dumps(plan)), {})
+    s = make_scheduler("otas", profile, json_round_trip(plan), {})
     trace = drive(s, profile, items, 8)
     all_accounted(trace, items)
     gammas = {profile.by_name(v).variant.gamma for _, v, _ in trace.batches}
@@ -269,7 +307,7 @@ def test_otas_runs_or_evicts_everything_one_task_per_batch() -> None:
     assert trace.dropped  # overloaded: eviction happens
     assert all(r in (DropReason.SHED, DropReason.DEADLINE_EXCEEDED)
                for r in trace.dropped.values())
-    assert s.stats().extra["batches"] == len(trace.batches)
+    assert {v for _, v, _ in trace.batches} <= {v.variant.name for v in profile.variants}
 
 
 def test_fixed_gamma_uses_one_gamma() -> None:
@@ -321,8 +359,8 @@ def check_jobs(trace: Trace, items: list[PendingItem], profile: Profile) -> None
 def test_mosel_plan_round_trip_and_light_load() -> None:
     profile = fusion_profile()
     plan = build_mosel_plan(profile, max_job_size=8, num_levels=6)
-    again = json.loads(json.dumps(plan))
-    assert again == plan and plan["kind"] == "mosel_matrix"
+    again = json_round_trip(plan)
+    assert isinstance(again, MoselPlan) and plan.to_json()["kind"] == "mosel_matrix"
     items = mosel_jobs(20, 0.4, 0.5, 0.75)
     s = make_scheduler("mosel", profile, again, {})
     trace = drive(s, profile, items, 8, percentile="mean")
@@ -367,11 +405,30 @@ def test_mosel_respects_a_smaller_replica_batch_cap() -> None:
 
 def test_plans_built_on_demand_from_params() -> None:
     profile = image_profile()
-    params = {"slo_ms": 100.0, "num_workers": 2, "min_qps": 20.0, "max_qps": 200.0,
-              "intervals": 10, "max_batch_size": 4}
-    for name in ("jellyfish", "ramsis"):
-        s = make_scheduler(name, profile, None, params)
+    params = {"slo_s": 0.1, "num_workers": 2, "min_qps": 20.0, "max_qps": 200.0,
+              "max_batch_size": 4}
+    for name, extra in (("jellyfish", {"num_loads": 5}), ("ramsis", {"intervals": 10})):
+        s = make_scheduler(name, profile, None, {**params, **extra})
         items = poisson(100.0, 0.3, 0.1, seed=8)
         all_accounted(drive(s, profile, items, 4), items)
-    with pytest.raises(ValueError, match="no plan"):
+    with pytest.raises(MissingPlan, match="no plan"):
         make_scheduler("ramsis", profile, None, {"max_batch_size": 4})
+
+
+def test_plan_json_is_validated_naming_the_field(ramsis_plan: RamsisPolicySet) -> None:
+    good = build_jellyfish_plan(image_profile(), 0.1, 2, [20.0, 200.0]).to_json()
+    with pytest.raises(ValueError, match="unknown plan kind 'nope'"):
+        plan_from_json({**good, "kind": "nope"})
+    with pytest.raises(ValueError, match="format_version"):
+        plan_from_json({**good, "format_version": 2})
+    with pytest.raises(ValueError, match=r"load_granular: missing field 'slo_s'"):
+        plan_from_json({k: v for k, v in good.items() if k != "slo_s"})
+    with pytest.raises(ValueError, match=r"unknown fields \['slo_ms'\]"):
+        plan_from_json({**good, "slo_ms": 100})
+    bad_choice = [{**good["choices"][0], "max_batch_size": "8"}]
+    with pytest.raises(ValueError, match=r"choices\[0\]\.max_batch_size: expected an integer"):
+        plan_from_json({**good, "choices": bad_choice})
+    table = ramsis_plan.to_json()["tables"][0]
+    broken = {**ramsis_plan.to_json(), "tables": [{**table, "full_model": 99}]}
+    with pytest.raises(ValueError, match=r"tables\[0\]: variant index outside"):
+        plan_from_json(broken)

@@ -14,6 +14,7 @@ from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.queue import DeadlineQueue, QueuedItem, RateWindow
 from policies.schedulers.base import PendingItem, Scheduler, SchedulerDecision
 from policies.schedulers.registry import make_scheduler
+from policies.schedulers.step import expire
 from policies.types import Variant
 
 
@@ -56,7 +57,10 @@ def test_queue_orders_by_deadline_and_expires() -> None:
     assert q.free_slots() == 0
     with pytest.raises(OverflowError):
         q.push(QueuedItem(PendingItem("i9", 0.0, 9.0, "t"), {}, None))
-    assert [x.item_id for x in q.expired(2.0)] == ["i1", "i2"]
+    late = expire(q.pending(), 2.0)
+    assert [p.item_id for p in late.expired] == ["i1", "i2"]
+    assert [p.item_id for p in late.live] == ["i0"]
+    assert [x.item_id for x in q.pop([p.item_id for p in late.expired])] == ["i1", "i2"]
     assert [x.item_id for x in q.pop(("i0", "nope"))] == ["i0"] and len(q) == 0
 
 

@@ -1,13 +1,14 @@
 import numpy as np
+import pytest
 
-from app.sim.kernel import EventKind, EventQueue
+from app.sim.kernel import Kernel
 from app.sim.ramsis.engine import Balancer, SimConfig, Simulator
 from app.sim.ramsis.metrics import summarize
-from app.sim.ramsis.monitor import LoadMonitor
 from app.sim.traces.workloads import constant_poisson
 from policies.model_selection.api import Choice, WorkerView
 from policies.model_selection.baselines import FixedPolicy
 from policies.profile import LatencyModel
+from policies.queue import RateWindow
 
 
 def model() -> LatencyModel:
@@ -15,19 +16,44 @@ def model() -> LatencyModel:
 
 
 def test_event_order_time_then_priority_then_seq():
-    q = EventQueue()
-    q.push(1.0, EventKind.ARRIVAL, 1)
-    q.push(1.0, EventKind.BATCH_DONE, 2)
-    q.push(0.5, EventKind.ARRIVAL, 3)
-    q.push(1.0, EventKind.BATCH_DONE, 4)
-    assert [q.pop()[3] for _ in range(4)] == [3, 2, 4, 1]
+    kernel = Kernel()
+    seen: list[tuple[float, int]] = []
+
+    def handler(now: float, payload: int) -> None:
+        seen.append((now, payload))
+        if payload == 3:  # handlers schedule what follows, here at the same instant
+            kernel.at(now + 0.5, 0, handler, 5)
+
+    kernel.at(1.0, 1, handler, 1)
+    kernel.at(1.0, 0, handler, 2)
+    kernel.at(0.5, 1, handler, 3)
+    kernel.at(1.0, 0, handler, 4)
+    kernel.run()
+    assert seen == [(0.5, 3), (1.0, 2), (1.0, 4), (1.0, 5), (1.0, 1)]
+    assert len(kernel) == 0
 
 
-def test_load_monitor_window():
-    m = LoadMonitor(0.5)
+def test_kernel_feeds_arrivals_one_at_a_time():
+    kernel = Kernel()
+    seen: list[int] = []
+    kernel.feed([0.0, 0.2, 0.2, 0.9], 1, lambda now, i: seen.append(i))
+    assert len(kernel) == 1
+    kernel.run()
+    assert seen == [0, 1, 2, 3]
+
+
+def test_rate_window_edges():
+    full = RateWindow(0.5, full_span=True)  # RAMSIS's monitor: always over the whole window
     for t in (0.0, 0.1, 0.2, 0.6):
-        m.record(t)
-    assert m.qps(0.65) == 2 / 0.5  # 0.2 and 0.6 remain in the last 500 ms
+        full.add(t)
+    assert full.rate(0.65) == 2 / 0.5  # 0.2 and 0.6 remain in the last 500 ms
+    edge = RateWindow(0.5, full_span=True)
+    for t in (0.0, 0.25, 0.5):
+        edge.add(t)
+    assert edge.rate(0.75) == 1 / 0.5  # (0.25, 0.75]: an arrival exactly 500 ms old has left
+    fresh = RateWindow(2.0)  # the replica's: over the time since the first arrival
+    fresh.add(1.0, 3)
+    assert fresh.rate(1.5) == 3 / 0.5 and fresh.rate(1.1) == 3 / 0.25
 
 
 class Recorder:
@@ -60,7 +86,11 @@ def test_simulation_is_deterministic_and_loses_nothing():
     assert not np.isnan(runs[0].finish_s).any()
     s = summarize("f", runs[0], model(), 0.1, 5.0)
     assert s.num_queries == w.num_requests
-    assert 0 <= s.violation_rate <= 1 and s.accuracy_per_satisfied in (0.0, 0.9)
+    late = (runs[0].finish_s - w.arrivals_s) > 0.1 + 1e-9
+    assert s.violation_rate == pytest.approx(late.mean())
+    assert s.violation_rate > 0.99  # 4 workers serve at most 4 x 3 / 0.1 s = 120 of 300 queries/s
+    assert s.goodput_qps == pytest.approx((~late).sum() / 5.0)
+    assert s.accuracy_per_satisfied == pytest.approx(0.9)  # every batch on "b"
 
 
 def test_shortest_queue_balancer_spreads_load():

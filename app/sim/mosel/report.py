@@ -39,11 +39,14 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 def run_mosel_suite(profiles: Sequence[str] = DEFAULT_PROFILES,
                     seeds: Sequence[int] = tuple(range(10)), num_workers: int = 1,
-                    policies: Sequence[str] = SUITE_POLICIES) -> dict[str, Any]:
-    """Every profile (built-in name or profile JSON path) x seed x policy, plus the means."""
+                    policies: Sequence[str] = SUITE_POLICIES, *,
+                    data_dir: Path) -> dict[str, Any]:
+    """Every profile (built-in name or profile JSON path) x seed x policy, plus the means;
+    `data_dir` is the shared data directory (the Twitter trace)."""
     experiments: dict[str, Any] = {}
     for prof in profiles:
-        runs = [run_mosel_experiment(prof, tuple(policies), seed=s, num_workers=num_workers)
+        runs = [run_mosel_experiment(prof, tuple(policies), seed=s, num_workers=num_workers,
+                                     data_dir=data_dir)
                 for s in seeds]
         experiments[prof] = {"mean_over_seeds": aggregate(runs), "runs": runs}
     return {"seeds": list(seeds), "num_workers": num_workers, "experiments": experiments}

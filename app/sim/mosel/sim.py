@@ -1,25 +1,26 @@
 """MOSEL experiment: seeded discrete-event simulation of workers with EDF job queues.
 
 Each worker runs one job at a time (its whole strategy, non-preemptive, service time from the
-profile). The worker's policy is asked for a plan whenever a job arrives at the worker and
-whenever the worker is about to start its next job; the plan's drops are answered at once.
-Jobs go to the worker with the least predicted backlog. Same seed, same result.
+profile), on the simulators' event kernel (app/sim/kernel.py). The worker's policy is asked for
+a plan whenever a job arrives at the worker and whenever the worker is about to start its next
+job; the plan's drops are answered at once. Jobs go to the worker with the least predicted
+backlog. Same seed, same result.
 """
 
 from __future__ import annotations
 
-import heapq
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
+from app.sim.kernel import Kernel
 from app.sim.mosel.metrics import JobRecord, summarize
 from app.sim.mosel.profiles import load_profile, mosel_profile_from_profile
 from app.sim.mosel.workload import (
-    DEFAULT_TRACE,
     WorkloadSpec,
     generate_jobs,
     job_size_pmf,
@@ -39,13 +40,27 @@ from policies.profile import Profile
 from policies.types import Job
 
 
+class Priority(IntEnum):
+    """An arrival is queued (and planned) before a job ending at the same instant frees its
+    worker."""
+
+    ARRIVAL = 0
+    JOB_DONE = 1
+
+
+@dataclass(frozen=True)
+class _RunningJob:
+    job: Job
+    accuracy: float
+
+
 @dataclass
 class _Worker:
     index: int
     policy: ModalityPolicy
     queue: dict[int, QueuedJob] = field(default_factory=dict)
     free_at_s: float = 0.0
-    busy: bool = False
+    running: _RunningJob | None = None
 
     def backlog_s(self, now_s: float) -> float:
         queued = sum(q.strategy.latency_s for q in self.queue.values() if q.strategy)
@@ -63,20 +78,12 @@ class MoselSimulation:
         self.timer = timer
         self.records: list[JobRecord] = []
         self.decision_s: list[float] = []
-        self._events: list[tuple[float, int, int, int]] = []  # time, seq, worker, job_id
-        self._seq = 0
-        self._running: dict[int, tuple[Job, float]] = {}
+        self._kernel = Kernel()
 
     def run(self, jobs: list[Job]) -> list[JobRecord]:
-        pending = iter(jobs)
-        nxt = next(pending, None)
-        while nxt is not None or self._events:
-            if nxt is not None and (not self._events or nxt.arrival_s <= self._events[0][0]):
-                self._arrive(nxt)
-                nxt = next(pending, None)
-            else:
-                t, _, w, job_id = heapq.heappop(self._events)
-                self._finish(self.workers[w], job_id, t)
+        self._kernel.feed([j.arrival_s for j in jobs], Priority.ARRIVAL,
+                          lambda _now, i: self._arrive(jobs[i]))
+        self._kernel.run()
         return self.records
 
     def _arrive(self, job: Job) -> None:
@@ -84,7 +91,7 @@ class MoselSimulation:
         worker = min(self.workers, key=lambda w: (w.backlog_s(now), w.index))
         worker.queue[job.job_id] = QueuedJob(job)
         self._decide(worker, now)
-        if not worker.busy:
+        if worker.running is None:
             self._start_next(worker, now)
 
     def _decide(self, worker: _Worker, now: float) -> None:
@@ -102,26 +109,24 @@ class MoselSimulation:
 
     def _start_next(self, worker: _Worker, now: float) -> None:
         if not worker.queue:
-            worker.busy = False
             return
         self._decide(worker, now)
         if not worker.queue:
-            worker.busy = False
             return
         job_id = next(iter(worker.queue))  # plans are in EDF execution order
         q = worker.queue.pop(job_id)
         if q.strategy is None:
             raise RuntimeError(f"policy left job {job_id} without a strategy")
-        finish = now + q.strategy.latency_s
-        worker.busy, worker.free_at_s = True, finish
-        self._running[job_id] = (q.job, q.strategy.accuracy)
-        heapq.heappush(self._events, (finish, self._seq, worker.index, job_id))
-        self._seq += 1
+        worker.free_at_s = now + q.strategy.latency_s
+        worker.running = _RunningJob(q.job, q.strategy.accuracy)
+        self._kernel.at(worker.free_at_s, Priority.JOB_DONE, self._finish, worker.index)
 
-    def _finish(self, worker: _Worker, job_id: int, now: float) -> None:
-        job, accuracy = self._running.pop(job_id)
-        self._record(worker, job, now, accuracy, dropped=False)
-        worker.busy = False
+    def _finish(self, now: float, index: int) -> None:
+        worker = self.workers[index]
+        done, worker.running = worker.running, None
+        if done is None:
+            raise RuntimeError(f"worker {index} finished without a running job")
+        self._record(worker, done.job, now, done.accuracy, dropped=False)
         self._start_next(worker, now)
 
     def _drop_cause(self, job: Job, free_at_s: float, now: float) -> str:
@@ -158,15 +163,15 @@ def build_tables(profile: Profile, max_job_size: int = 64, num_levels: int = 20,
 
 def run_mosel_experiment(profile: str | Profile = "tvlt-like",
                          policies: tuple[str, ...] = POLICY_NAMES, seed: int = 0,
-                         num_workers: int = 1, trace_path: str | Path = DEFAULT_TRACE,
-                         max_job_size: int = 64, num_levels: int = 20,
+                         num_workers: int = 1, *, data_dir: Path, max_job_size: int = 64, num_levels: int = 20,
                          min_qps: float = 5.0, peak_capacity_factor: float = 2.0,
                          queue_allowance_s: tuple[float, float] = (0.5, 2.0)) -> dict[str, Any]:
-    """Run every policy on the same seeded jobs; returns per-policy summaries and ratios."""
+    """Run every policy on the same seeded jobs; returns per-policy summaries and ratios. The
+    load follows the Twitter trace in `data_dir` (the shared data directory)."""
     prof = load_profile(profile) if isinstance(profile, str) else profile
     tables = build_tables(prof, max_job_size, num_levels)
     capacity = all_modality_capacity_qps(tables, max_job_size) * num_workers
-    qps = rescale(load_trace_shape(Path(trace_path)), min_qps, peak_capacity_factor * capacity)
+    qps = rescale(load_trace_shape(data_dir), min_qps, peak_capacity_factor * capacity)
     acc = tables.model.accuracy
     spec = WorkloadSpec(min_qps, peak_capacity_factor * capacity, min(acc), max(acc),
                         max_job_size, queue_allowance_s[0], queue_allowance_s[1])

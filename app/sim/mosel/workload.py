@@ -14,9 +14,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.sim.traces.workloads import load_twitter_steps
 from policies.types import SLO, Job
-
-DEFAULT_TRACE = Path("/work/shared/data/ramsis/twitter_trace/twitter_04_25_norm.txt")
 
 
 @dataclass(frozen=True)
@@ -33,15 +32,11 @@ class WorkloadSpec:
     step_s: float = 10.0
 
 
-def load_trace_shape(path: Path = DEFAULT_TRACE) -> list[float]:
-    """The trace's QPS values, one per step (lines '<t_s> <qps>')."""
-    values = []
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 2:
-            values.append(float(parts[1]))
+def load_trace_shape(data_dir: Path) -> list[float]:
+    """The Twitter trace's QPS values, one per 10-s step, from the shared data directory."""
+    values = [float(v) for v in load_twitter_steps(data_dir)]
     if len(values) < 2:
-        raise ValueError(f"{path}: need at least two '<t_s> <qps>' lines")
+        raise ValueError(f"the Twitter trace under {data_dir} has fewer than two steps")
     return values
 
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from app.sim.otas.sim import SimRun, tally_run
 from policies.tokens.api import allocate_alg2, allocate_exact
-
-if TYPE_CHECKING:
-    from app.sim.otas.sim import SimRun
 
 TOLERANCE = 1e-9
 
@@ -45,8 +43,6 @@ def shortfall_stats(run: SimRun) -> dict[str, Any]:
 
 def experiment_report(config: dict[str, Any], runs: dict[str, SimRun],
                       baseline: str) -> dict[str, Any]:
-    from app.sim.otas.sim import tally_run
-
     policies = {name: tally_run(run) for name, run in runs.items()}
     base = policies.get(baseline, {}).get("total_utility", 0.0)
     fixed = {n: p["total_utility"] for n, p in policies.items() if n.startswith("fixed")}

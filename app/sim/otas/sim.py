@@ -1,51 +1,49 @@
-"""Deterministic discrete-event simulation of one accelerator worker serving with OTAS.
+"""Deterministic discrete-event simulation of one accelerator worker serving with OTAS, on the
+simulators' event kernel (app/sim/kernel.py).
 
 Queries arrive from a trace and join the batch queue with Algorithm 1. Whenever the worker is
 idle and the queue is not empty it asks the policy for a decision (work-conserving), evicts what
 the policy evicts, and runs the chosen batch for the profile's latency at the chosen gamma. Each
-query's outcome follows section V's four types. `run_otas_experiment` runs OTAS (Algorithm 2 and
-the exact allocator) and every fixed gamma on one trace, side by side.
+query's outcome follows section V's four types. When the policy runs nothing the worker waits
+for the next arrival; what is still queued once the trace is over is evicted.
 """
 
 from __future__ import annotations
 
-import json
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from enum import IntEnum
 from typing import Any, Protocol
 
-from app.sim.otas.profile import TABLE_II, figure4_profile
-from app.sim.otas.trace import PAPER_LEVEL_SKEW, TraceQuery, fluctuating_poisson_trace
-from policies.profile import Profile
+from app.sim.kernel import Kernel
+from app.sim.otas.trace import TraceQuery
+from policies.queue import RateWindow
 from policies.tokens.api import (
     AllocationMethod,
     AllocationProblem,
     BatchingParams,
     BatchQueue,
-    FixedGammaPolicy,
     OtasDecision,
-    OtasPolicy,
     OtasSnapshot,
     QueryResult,
-    RateTable,
-    SwitchRule,
     TokenProfile,
     add_query,
     classify,
     tally,
 )
-
-# Named load setups (serving efficiency, trace level skew), see docs/otas.md:
-# "paper": the worker sustains Table I's rates and the trace has the paper's implied mean load;
-# "raw": Figure 4b's throughput and uniform levels (the first version of this experiment).
-SETUPS: dict[str, tuple[float | None, float]] = {"paper": (None, PAPER_LEVEL_SKEW),
-                                                 "raw": (1.0, 1.0)}
+from policies.types import Request
 
 
 class TokenPolicy(Protocol):
     def decide(self, snapshot: OtasSnapshot, now_s: float) -> OtasDecision: ...
+
+
+class Priority(IntEnum):
+    """Every query that has arrived by an instant is queued before the worker decides then."""
+
+    ARRIVAL = 0
+    DECIDE = 1
 
 
 @dataclass(frozen=True)
@@ -61,141 +59,75 @@ class SimRun:
 def simulate(trace: Sequence[TraceQuery], policy: TokenPolicy, profile: TokenProfile,
              batching: BatchingParams, rate_window_s: float = 1.0,
              keep_problems: bool = False) -> SimRun:
-    queue = BatchQueue()
-    by_id = {q.request.request_id: q for q in trace}
-    results: list[QueryResult] = []
-    gamma_batches: Counter[int] = Counter()
-    methods: Counter[str] = Counter()
-    problems: list[AllocationProblem] = []
-    window: deque[float] = deque()
-    free_s, i, n = 0.0, 0, len(trace)
-    while i < n or len(queue):
-        while i < n and trace[i].request.arrival_s <= free_s:
-            queue = add_query(queue, trace[i].request, batching)
-            window.append(trace[i].request.arrival_s)
-            i += 1
-        if not len(queue):
-            free_s = trace[i].request.arrival_s
-            continue
-        while window and window[0] <= free_s - rate_window_s:
-            window.popleft()
-        snapshot = OtasSnapshot(queue.batches, len(window) / rate_window_s)
-        decision = policy.decide(snapshot, free_s)
-        methods[decision.method.value] += 1
-        if keep_problems and decision.problem is not None:
-            problems.append(decision.problem)
-        for rid in decision.evicted_request_ids:
-            req = by_id[rid].request
-            results.append(QueryResult(rid, classify(None, req.deadline_s, False), req.slo.utility))
-        queue = queue.without_requests(set(decision.evicted_request_ids))
+    worker = _Worker(trace, policy, profile, batching, rate_window_s, keep_problems)
+    worker.kernel.feed([q.request.arrival_s for q in trace], Priority.ARRIVAL, worker.on_arrival)
+    worker.kernel.run()
+    results = sorted(worker.results, key=lambda q: q.request_id)
+    return SimRun(tuple(results), dict(worker.gamma_batches), dict(worker.methods),
+                  tuple(worker.problems))
+
+
+class _Worker:
+    """The worker's batch queue, arrival-rate window and outcome tallies between events."""
+
+    def __init__(self, trace: Sequence[TraceQuery], policy: TokenPolicy, profile: TokenProfile,
+                 batching: BatchingParams, rate_window_s: float, keep_problems: bool) -> None:
+        self.trace, self.policy, self.profile, self.batching = trace, policy, profile, batching
+        self.keep_problems = keep_problems
+        self.by_id = {q.request.request_id: q for q in trace}
+        self.queue = BatchQueue()
+        self.window = RateWindow(rate_window_s, full_span=True)
+        self.arrived = 0
+        self.busy = False  # running a batch, or a decision is due at this instant
+        self.results: list[QueryResult] = []
+        self.gamma_batches: Counter[int] = Counter()
+        self.methods: Counter[str] = Counter()
+        self.problems: list[AllocationProblem] = []
+        self.kernel = Kernel()
+
+    def on_arrival(self, now: float, i: int) -> None:
+        self.queue = add_query(self.queue, self.trace[i].request, self.batching)
+        self.window.add(now)
+        self.arrived = i + 1
+        if not self.busy:
+            self.busy = True
+            self.kernel.at(now, Priority.DECIDE, self.on_decide)
+
+    def on_decide(self, now: float, _payload: int) -> None:
+        """The worker is free: decide, evict, and run the chosen batch (or wait)."""
+        self.busy = False
+        if not len(self.queue):
+            return
+        decision = self.policy.decide(OtasSnapshot(self.queue.batches, self.window.rate(now)),
+                                      now)
+        self.methods[decision.method.value] += 1
+        if self.keep_problems and decision.problem is not None:
+            self.problems.append(decision.problem)
+        evicted = decision.evicted_request_ids
+        self._evict([self.by_id[rid].request for rid in evicted])
+        self.queue = self.queue.without_requests(set(evicted))
         if decision.run_batch_id is None or decision.gamma is None:
-            if i < n:  # nothing worth running now: wait for the next arrival
-                free_s = max(free_s, trace[i].request.arrival_s)
-                continue
-            for batch in queue.batches:  # trace over and nothing runnable: evict the rest
-                results.extend(QueryResult(r.request_id, classify(None, r.deadline_s, False),
-                                           r.slo.utility) for r in batch.requests)
-            break
-        batch = queue.get(decision.run_batch_id)
-        queue = queue.pop(decision.run_batch_id)
-        gi = profile.gamma_index(decision.gamma)
-        free_s += profile.batch_latency_s(batch.task_counts, gi)
-        gamma_batches[decision.gamma] += 1
+            if self.arrived == len(self.trace):  # trace over and nothing runnable
+                self._evict([r for b in self.queue.batches for r in b.requests])
+            return
+        self._run(now, decision.run_batch_id, decision.gamma)
+
+    def _run(self, now: float, batch_id: int, gamma: int) -> None:
+        batch = self.queue.get(batch_id)
+        self.queue = self.queue.pop(batch_id)
+        gi = self.profile.gamma_index(gamma)
+        done = now + self.profile.batch_latency_s(batch.task_counts, gi)
+        self.gamma_batches[gamma] += 1
         for r in batch.requests:
-            correct = by_id[r.request_id].correct_draw < profile.task_accuracy(r.task, gi)
-            results.append(QueryResult(r.request_id, classify(free_s, r.deadline_s, correct),
-                                       r.slo.utility, decision.gamma, free_s))
-    results.sort(key=lambda q: q.request_id)
-    return SimRun(tuple(results), dict(gamma_batches), dict(methods), tuple(problems))
+            correct = self.by_id[r.request_id].correct_draw < self.profile.task_accuracy(r.task, gi)
+            self.results.append(QueryResult(r.request_id, classify(done, r.deadline_s, correct),
+                                            r.slo.utility, gamma, done))
+        self.busy = True
+        self.kernel.at(done, Priority.DECIDE, self.on_decide)
 
-
-def load_profile(profile_json: str | Path | None,
-                 serving_efficiency: float | None = None) -> Profile:
-    """The measured profile at `profile_json` (policies.profile format, used as measured), else
-    the synthetic Figure 4 profile at `serving_efficiency` (None: Table I's, see otas_profile)."""
-    if profile_json is None:
-        return figure4_profile(serving_efficiency=serving_efficiency)
-    return Profile.from_dict(json.loads(Path(profile_json).read_text()))
-
-
-def make_policy(name: str, profile: TokenProfile, rate_table: RateTable,
-                switch: SwitchRule, kappa: float) -> TokenPolicy:
-    """Registry: "otas-alg2", "otas-exact", "fixed<gamma>" (e.g. "fixed0", "fixed-15"), and the
-    ablations "otas-alg2-dponly" / "otas-exact-dponly" (dynamic program always, no switch)."""
-    if name.startswith("otas-"):
-        allocator = name.removeprefix("otas-").removesuffix("-dponly")
-        if name.endswith("-dponly"):
-            switch = SwitchRule(beta=0, initial_stage_s=0.0)
-        return OtasPolicy(profile, rate_table, allocator, switch, kappa)
-    if name.startswith("fixed"):
-        return FixedGammaPolicy(profile, int(name.removeprefix("fixed")))
-    valid = ["otas-alg2", "otas-exact", "otas-alg2-dponly", "otas-exact-dponly"] + [
-        f"fixed{g}" for g in profile.gammas]
-    raise ValueError(f"unknown policy {name!r}; valid: {valid}")
-
-
-def rate_table_for(kind: str, profile: TokenProfile, headroom: float) -> RateTable:
-    """"paper" = Table I; "profile" = derived from the profile's batch-64 throughput."""
-    if kind == "paper":
-        return RateTable.paper_table_i()
-    if kind != "profile":
-        raise ValueError(f"unknown rate table {kind!r}; valid: ['paper', 'profile']")
-    size = profile.max_batch_size
-    thr = [size / profile.batch_latency_s({t: size for t in profile.tasks[:1]}, g)
-           for g in range(len(profile.gammas))]
-    acc = [sum(profile.accuracy[t][g] for t in profile.tasks) / len(profile.tasks)
-           for g in range(len(profile.gammas))]
-    return RateTable.from_throughput(profile.gammas, thr, acc, headroom)
-
-
-def run_otas_experiment(duration_s: int = 120, seed: int = 0, min_qps: float = 200.0,
-                        max_qps: float = 700.0, profile_json: str | Path | None = None,
-                        policies: Sequence[str] | None = None, rate_table: str = "profile",
-                        headroom: float = 0.9, beta: int = 5, initial_stage_s: float = 2.0,
-                        kappa: float = 0.8, baseline: str = "fixed0",
-                        shortfall: bool = True, serving_efficiency: float | None = None,
-                        level_skew: float = PAPER_LEVEL_SKEW) -> dict[str, Any]:
-    """OTAS vs fixed gammas on one seeded trace; returns a JSON-ready dict (see docs/otas.md).
-    `serving_efficiency` (synthetic profile only; None = Table I's 0.631, 1.0 = Figure 4b raw)
-    and `level_skew` (1.0 = uniform levels, 3.5 = the paper-calibrated trace) set the load."""
-    from app.sim.otas.report import experiment_report  # keeps this module short
-
-    raw = load_profile(profile_json, serving_efficiency)
-    profile = token_profile_from_profile(raw)
-    names = list(policies) if policies else (
-        ["otas-exact", "otas-alg2"] + [f"fixed{g}" for g in profile.gammas])
-    trace = fluctuating_poisson_trace(duration_s, min_qps, max_qps, seed, TABLE_II, level_skew)
-    table = rate_table_for(rate_table, profile, headroom)
-    switch = SwitchRule(beta, initial_stage_s)
-    runs = {}
-    for name in names:
-        policy = make_policy(name, profile, table, switch, kappa)
-        keep = shortfall and name.startswith("otas-alg2")
-        runs[name] = simulate(trace, policy, profile, BatchingParams(), keep_problems=keep)
-    config = {"duration_s": duration_s, "seed": seed, "min_qps": min_qps, "max_qps": max_qps,
-              "profile": str(profile_json) if profile_json else "figure4-synthetic",
-              "serving_efficiency": raw.metadata.get("serving_efficiency"),
-              "level_skew": level_skew, "mean_qps": len(trace) / duration_s,
-              "rate_table": rate_table, "headroom": headroom, "beta": beta,
-              "initial_stage_s": initial_stage_s, "kappa": kappa, "num_queries": len(trace),
-              "rate_rows": [[r.max_qps, r.gamma] for r in table.rows],
-              "ceiling_utility": ceiling_utility(trace, profile)}
-    return experiment_report(config, runs, baseline)
-
-
-def token_profile_from_profile(profile: Profile, percentile: str = "p95") -> TokenProfile:
-    """A measured `Profile` as OTAS sees it (mapping documented in docs/otas.md): one variant per
-    (task, gamma) with `Variant.model` = task, or one model (any names) serving every task; every
-    task needs every gamma, and `Variant.gamma` must differ between a model's variants."""
-    if not profile.variants:
-        raise ValueError(f"profile {profile.name}: no variants")
-    return TokenProfile.from_profile(profile, percentile)
-
-
-def ceiling_utility(trace: Sequence[TraceQuery], profile: TokenProfile) -> float:
-    """Oracle bound: every query answered in time at its task's most accurate gamma."""
-    return sum(q.request.slo.utility for q in trace
-               if q.correct_draw < max(profile.accuracy[profile.task_key(q.request.task)]))
+    def _evict(self, requests: Sequence[Request]) -> None:
+        self.results.extend(QueryResult(r.request_id, classify(None, r.deadline_s, False),
+                                        r.slo.utility) for r in requests)
 
 
 def tally_run(run: SimRun) -> dict[str, Any]:

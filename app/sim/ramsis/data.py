@@ -1,4 +1,5 @@
-"""Loader for the RAMSIS public profiles (../shared/data/ramsis, see its SOURCE.md).
+"""Loader for the RAMSIS public profiles (`<shared data>/ramsis`, see its SOURCE.md); the caller
+passes the shared data directory (`adaptserve simulate --data-dir`).
 
 Each `<model>_bsize-<B>_profile.json[.gz]` is a JSON list of per-batch wall-clock seconds. We keep
 mean/p50/p95/p99 per (model, B); `policies.profile.LatencyModel` then applies RAMSIS's treatment
@@ -19,7 +20,6 @@ from numpy.typing import NDArray
 
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.types import Variant
-from profiling.paths import shared_data_dir
 
 IMAGE_MODELS = (
     "shufflenet_v2_x0_5", "mobilenet_v3_large", "efficientnet_b0", "efficientnet_b2",
@@ -56,12 +56,21 @@ def _points(model_dir: Path) -> list[LatencyPoint]:
     return sorted(points, key=lambda p: p.batch_size)
 
 
-def load_ramsis_profile(task: str = "image", models: tuple[str, ...] | None = None,
-                        data_dir: str | Path | None = None) -> Profile:
-    """The RAMSIS profile of `task` ("image" or "text") for `models` (default: the paper's list)."""
+def _root(data_dir: Path) -> Path:
+    root = Path(data_dir) / "ramsis"
+    if not root.is_dir():
+        raise FileNotFoundError(f"no ramsis/ under the shared data directory {data_dir} "
+                                "(pass it with --data-dir)")
+    return root
+
+
+def load_ramsis_profile(task: str = "image", models: tuple[str, ...] | None = None, *,
+                        data_dir: Path) -> Profile:
+    """The RAMSIS profile of `task` ("image" or "text") for `models` (default: the paper's list),
+    read from `data_dir` (the shared data directory)."""
     if task not in TASK_DIRS:
         raise ValueError(f"unknown task {task!r}; valid: {sorted(TASK_DIRS)}")
-    root = shared_data_dir(data_dir) / "ramsis"
+    root = _root(data_dir)
     models = models or (IMAGE_MODELS if task == "image" else TEXT_MODELS)
     acc = _accuracies(root, task)
     variants = []
@@ -75,10 +84,10 @@ def load_ramsis_profile(task: str = "image", models: tuple[str, ...] | None = No
                    metadata={"source": "dmmendo/RAMSIS@9b74967", "percentile_used": "p95"})
 
 
-def load_all_ramsis_models(task: str = "image", data_dir: str | Path | None = None) -> Profile:
+def load_all_ramsis_models(task: str = "image", *, data_dir: Path) -> Profile:
     """Every model of the task that has both a profile directory and an accuracy."""
-    root = shared_data_dir(data_dir) / "ramsis"
+    root = _root(data_dir)
     acc = _accuracies(root, task)
     present = sorted(p.name for p in (root / "profiles" / TASK_DIRS[task]).iterdir()
                      if p.is_dir() and p.name in acc)
-    return load_ramsis_profile(task, tuple(present), data_dir)
+    return load_ramsis_profile(task, tuple(present), data_dir=data_dir)

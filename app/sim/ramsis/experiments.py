@@ -42,13 +42,16 @@ class Scenario:
     policy_loads: tuple[float, float, float] = (200.0, 4000.0, 200.0)  # min, max, step
     policies: tuple[str, ...] = ("ramsis", "jellyfish", "modelswitching")
     cache_dir: Path | None = Path(".cache/policies")
+    data_dir: Path | None = None  # the shared data directory: the twitter trace is read there
     extra: dict[str, Any] = field(default_factory=dict)
 
     def workload(self) -> Workload:
         if self.trace == "constant":
             return constant_poisson(self.qps, self.duration_s, self.seed)
         if self.trace == "twitter":
-            return twitter_trace(int(self.duration_s), seed=self.seed)
+            if self.data_dir is None:
+                raise ValueError("the twitter trace needs data_dir, the shared data directory")
+            return twitter_trace(self.data_dir, int(self.duration_s), seed=self.seed)
         raise ValueError(f"unknown trace {self.trace!r}; valid: ['constant', 'twitter']")
 
     def loads(self) -> list[float]:

@@ -4,6 +4,7 @@ vs Jellyfish+ vs ModelSwitching, per task; and the fidelity check of §7.3.1."""
 from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,32 +18,42 @@ PAPER_GAINS = {"image": {"avg_vs_ms": 4.43, "max_vs_ms": 15.09, "avg_vs_jf": 4.3
                "text": {"avg_vs_ms": 1.93, "max_vs_ms": 3.85, "avg_vs_jf": 2.01, "max_vs_jf": 4.55}}
 
 
-def _model(task: str, data_dir: str | None) -> LatencyModel:
-    return LatencyModel.from_profile(load_ramsis_profile(task, data_dir=data_dir), "p95", 32)
+@dataclass(frozen=True)
+class PaperPoint:
+    """One configuration of the paper's grid (run in a worker process)."""
+
+    task: str
+    slo_ms: float
+    workers: int
+    duration_s: int
+    data_dir: Path
+    reward: Reward
 
 
-def _one(args: tuple[str, float, int, str, int, str | None, Reward]) -> dict[str, Any]:
-    task, slo_ms, workers, trace, duration_s, data_dir, reward = args
-    s = Scenario(slo_ms / 1000, workers, trace, duration_s=duration_s, reward=reward)
-    result = run_scenario(s, _model(task, data_dir))
-    result["task"] = task
-    result["ramsis_reward"] = reward.value
+def _one(p: PaperPoint) -> dict[str, Any]:
+    model = LatencyModel.from_profile(load_ramsis_profile(p.task, data_dir=p.data_dir), "p95", 32)
+    s = Scenario(p.slo_ms / 1000, p.workers, "twitter", duration_s=p.duration_s,
+                 reward=p.reward, data_dir=p.data_dir)
+    result = run_scenario(s, model)
+    result["task"] = p.task
+    result["ramsis_reward"] = p.reward.value
     for r in result["results"].values():
         r.pop("usage_per_second", None)
     return result
 
 
 def run_paper(tasks: list[str], workers: list[int], duration_s: int, jobs: int,
-              data_dir: str | None = None, reward: Reward = Reward.PER_QUERY,
+              data_dir: Path, reward: Reward = Reward.PER_QUERY,
               slos_ms: list[float] | None = None) -> list[dict[str, Any]]:
     """RAMSIS's policies maximize accuracy per query (`Reward.PER_QUERY`), the objective the
     paper states and measures; `Reward.PER_DECISION` reproduces the public implementation.
-    `slos_ms` restricts each task's SLOs (default: the paper's)."""
-    grid = [(t, slo, w, "twitter", duration_s, data_dir, reward)
+    `slos_ms` restricts each task's SLOs (default: the paper's); `data_dir` is the shared data
+    directory (profiles and the Twitter trace)."""
+    grid = [PaperPoint(t, slo, w, duration_s, Path(data_dir), reward)
             for t in tasks for slo in SLOS_MS[t] if slos_ms is None or slo in slos_ms
             for w in workers]
     # Expensive configurations first so the pool stays busy.
-    grid.sort(key=lambda a: -(a[1] * a[2]))
+    grid.sort(key=lambda p: -(p.slo_ms * p.workers))
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         return list(pool.map(_one, grid))
 

@@ -1,13 +1,15 @@
-"""Pieces of the scheduler simulator: batch service times from a profile and the replica's
-arrival-rate window (pure)."""
+"""Pieces of the replica simulator (pure): batch service times from a profile, the router in
+front of the replicas, the serving stack's front stage and each call's times in the stack."""
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
+from app.sim.replica.served import StackDelays
 from policies.profile import LatencyModel, Profile, dense_latency_ms
 
 _Z95 = 1.6448536269514722
@@ -39,22 +41,73 @@ class ServiceTimes:
         return float(median * math.exp(s * float(self.rng.standard_normal())))
 
 
-class RateWindow:
-    """Arrivals per second over the last `window_s` (as policies.queue.RateWindow)."""
+class Router:
+    """Ray Serve's default router (PowerOfTwoChoicesRequestRouter, Ray 2.60): two distinct random
+    replicas, the one with fewer ongoing calls wins, ties to the first sampled; or plain
+    round-robin. Replicas at `max_ongoing` accept nothing."""
 
-    def __init__(self, window_s: float) -> None:
-        self.window_s = window_s
-        self.times: deque[float] = deque()
-        self.started: float | None = None
+    def __init__(self, routing: str, max_ongoing: int | None, seed: int) -> None:
+        self.routing = routing
+        self.max_ongoing = max_ongoing
+        self.rng = np.random.default_rng(seed + 1)
+        self.next_rr = 0
 
-    def record(self, now_s: float) -> None:
-        if self.started is None:
-            self.started = now_s
-        self.times.append(now_s)
+    def pick(self, ongoing: list[int]) -> int | None:
+        """A replica for the next call given each replica's ongoing calls (None: all full)."""
+        n = len(ongoing)
+        cap = self.max_ongoing
+        open_ = [k for k in range(n) if cap is None or ongoing[k] < cap]
+        if not open_:
+            return None
+        if self.routing == "round_robin":
+            for _ in range(n):
+                k = self.next_rr
+                self.next_rr = (k + 1) % n
+                if cap is None or ongoing[k] < cap:
+                    return k
+            return None
+        if len(open_) == 1:
+            return open_[0]
+        i, j = (int(x) for x in self.rng.choice(len(open_), size=2, replace=False))
+        a, b = open_[i], open_[j]
+        return b if ongoing[b] < ongoing[a] else a
 
-    def qps(self, now_s: float) -> float:
-        while self.times and self.times[0] <= now_s - self.window_s:
-            self.times.popleft()
-        if self.started is None or not self.times:
-            return 0.0
-        return len(self.times) / min(self.window_s, max(now_s - self.started, 0.25))
+
+class FrontStage:
+    """The serving stack in front of the replicas (proxy, ingress, preprocess) as a FIFO stage of
+    `servers` servers taking `service_s` per call."""
+
+    def __init__(self, servers: int, service_s: float) -> None:
+        self.service_s = service_s
+        self._free_s = [0.0] * servers  # heap of the times each server frees up
+
+    def leave_s(self, now_s: float) -> float:
+        """When a call entering now leaves the stage."""
+        start = max(now_s, heapq.heappop(self._free_s))
+        heapq.heappush(self._free_s, start + self.service_s)
+        return start + self.service_s
+
+
+@dataclass(frozen=True)
+class CallTimes:
+    """One call's times in the stack, seconds from its send: it reaches the replica after
+    `to_replica_s` and the ingress (where the server's deadline clock starts) after
+    `to_ingress_s`; its queue time counts from `queue_from_s`; the answer takes `back_s` back."""
+
+    to_replica_s: float
+    to_ingress_s: float
+    queue_from_s: float
+    back_s: float
+
+
+def call_times(num_calls: int, overhead_s: float, stack: StackDelays | None) -> list[CallTimes]:
+    """A constant `overhead_s` to the replica (queue time from the replica), or per-call times
+    sampled from observed calls (queue time from the ingress, as live)."""
+    if stack is None:
+        return [CallTimes(overhead_s, 0.0, overhead_s, 0.0)] * num_calls
+    out = []
+    for _ in range(num_calls):
+        c = stack.sample()
+        out.append(CallTimes(c.to_ingress_s + c.to_replica_s, c.to_ingress_s, c.to_ingress_s,
+                             c.back_s))
+    return out

@@ -1,20 +1,18 @@
-"""Discrete-event simulation of the live classifier deployment: K replicas, each with a
-deadline-ordered queue driven by an unchanged `policies.schedulers` Scheduler object.
+"""Discrete-event simulation of the live classifier deployment: K replicas, each with the live
+replica's deadline queue (policies/queue.py) and scheduling step (policies/schedulers/step.py)
+driving an unchanged `policies.schedulers` Scheduler object.
 
-- Routing as Ray Serve's default router (PowerOfTwoChoicesRequestRouter, Ray 2.60): two distinct
-  random replicas, the one with fewer ongoing requests (calls not fully answered) wins, ties to
-  the first sampled; replicas at `max_ongoing` do not accept, and a request no replica accepts waits in the
-  router (FIFO) until one frees a slot. Or plain round-robin.
+- Routing as Ray Serve's default router or round-robin (parts.Router); a request no replica
+  accepts (`max_ongoing`) waits in the router (FIFO) until one frees a slot.
 - A batch takes the profile's latency for (variant, batch size) at a percentile, or a sample of a
   lognormal fitted to the measured p50 and p95 ("sampled").
 - `job_size` > 1: each arrival is a job of that many items sent in one call to one replica (as
   POST /v1/jobs); every item's latency is the job's, as the load generator records it.
 - A request reaches its replica `overhead_ms` after it is sent (network, ingress, preprocess);
   its deadline is send time + SLO, and latency is measured from the send time as loadgen does.
-- Optionally the serving stack in front of the replicas (proxy, ingress, preprocess: CPU work per
-  call) as a FIFO stage of `front_servers` servers taking `front_ms_per_call` +
-  `front_ms_per_item` x items per call; a call leaving it after its deadline is answered
-  deadline_exceeded at the replica, as the live replica loop does.
+- Optionally the serving stack in front of the replicas as a FIFO stage (parts.FrontStage) taking
+  `front_ms_per_call` + `front_ms_per_item` x items per call; a call leaving it after its
+  deadline is answered deadline_exceeded at the replica, as the live replica loop does.
 - Like the live replica loop (deployments/classifier/loop.py): a full queue (`max_queued_items`)
   sheds the newcomer, items whose deadline has passed are answered deadline_exceeded before each
   decision (`expire_at_deadline`), and the load passed to `decide` is the replica's arrival rate
@@ -26,92 +24,42 @@ Results are `RequestRecord`s summarized by the same code as the live load genera
 
 from __future__ import annotations
 
-import bisect
-import heapq
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from app.sim.kernel import EventKind, EventQueue
-from app.sim.replica.parts import RateWindow, ServiceTimes
+from app.sim.kernel import Kernel
+from app.sim.replica.config import SchedulerSimConfig
+from app.sim.replica.parts import FrontStage, Router, ServiceTimes, call_times
+from app.sim.replica.replica import Answer, BatchLog, SimReplica
 from app.sim.replica.request_metrics import LoadSummary, RequestRecord, summarize
 from app.sim.replica.served import StackDelays
-from policies.profile import PERCENTILES, Profile
+from policies.profile import Profile
+from policies.queue import RateWindow
 from policies.schedulers.base import PendingItem, Scheduler
-from policies.schedulers.slowdown import SlowdownTracker, dilate, undilate
 
-ROUTINGS = ("pow2", "round_robin")
-SERVICE_MODES = (*PERCENTILES, "sampled")
+__all__ = ["BatchLog", "SchedulerSimConfig", "SimRun", "simulate"]
 
 
-@dataclass(frozen=True)
-class SchedulerSimConfig:
-    replicas: int
-    slo_ms: float
-    routing: str = "pow2"
-    service: str = "p50"
-    max_batch_size: int | None = None
-    overhead_ms: float = 0.0
-    load_window_s: float = 1.0
-    load_scope: str = "replica"  # "replica": the replica's arrivals; "deployment": all arrivals
-    max_ongoing: int | None = None
-    max_queued_items: int | None = None
-    expire_at_deadline: bool = True
-    task: str = "default"
-    min_accuracy: float | None = None
-    job_size: int = 1
-    front_ms_per_call: float = 0.0
-    front_ms_per_item: float = 0.0
-    front_servers: int = 1
-    latency_feedback: bool = False  # as the live replica loop's option (slowdown.py)
-    response_margin_ms: float = 0.0  # as the ingress's: replicas schedule for SLO - margin
-    seed: int = 0
+class Priority(IntEnum):
+    """A finishing batch frees its replica before a call at the same instant is routed; a
+    scheduler's wake-up comes last."""
 
-    def __post_init__(self) -> None:
-        if self.replicas < 1:
-            raise ValueError(f"need at least one replica, got {self.replicas}")
-        if self.routing not in ROUTINGS:
-            raise ValueError(f"unknown routing {self.routing!r}; valid: {list(ROUTINGS)}")
-        if self.service not in SERVICE_MODES:
-            raise ValueError(f"unknown service mode {self.service!r}; valid: {list(SERVICE_MODES)}")
-        if self.load_scope not in ("replica", "deployment"):
-            raise ValueError(f"unknown load scope {self.load_scope!r}")
-        if self.job_size < 1:
-            raise ValueError(f"job size must be >= 1, got {self.job_size}")
-        if self.front_servers < 1:
-            raise ValueError(f"need at least one front server, got {self.front_servers}")
-
-    @property
-    def front_s(self) -> float:
-        """Front-stage service time of one call (0: no front stage)."""
-        return (self.front_ms_per_call + self.front_ms_per_item * self.job_size) / 1000.0
+    BATCH_DONE = 0
+    CALL = 1
+    TICK = 2
 
 
 @dataclass(frozen=True)
 class SimRun:
     records: list[RequestRecord]
     summary: LoadSummary
-    batches: list[tuple[float, int, str, int]] = field(default_factory=list)  # t, replica, variant, size
-
-
-class _Replica:
-    def __init__(self, scheduler: Scheduler, window_s: float) -> None:
-        self.scheduler = scheduler
-        self.pending: list[tuple[float, int, PendingItem]] = []  # (deadline, seq, item)
-        self.running = 0
-        self.batch: list[int] = []
-        self.batch_meta: tuple[float, float, str, float] = (0.0, 0.0, "", 0.0)
-        self.monitor = RateWindow(window_s)
-        self.tick_at: float | None = None
-        self.open_calls = 0  # submit calls (requests or jobs) not fully answered
-        self.slowdown = SlowdownTracker()
-
-    def ongoing(self) -> int:
-        return self.open_calls
+    batches: list[BatchLog] = field(default_factory=list)
 
 
 def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
@@ -124,179 +72,157 @@ def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
     `ServedTimes`, measured in a live replica); `stack` replaces the constant `overhead_ms` with
     per-call times sampled from observed calls (to the ingress, where the server's deadline
     clock starts; on to the replica; and back to the client after the last batch)."""
-    cfg = config
-    times = [float(t) for t in np.asarray(arrivals_s, dtype=float)]
-    service = service_times or ServiceTimes(profile, cfg.service, cfg.max_batch_size, cfg.seed)
-    replicas = [_Replica(make_scheduler(k), cfg.load_window_s) for k in range(cfg.replicas)]
-    global_monitor = RateWindow(cfg.load_window_s)
-    rng = np.random.default_rng(cfg.seed + 1)
-    size = cfg.job_size
-    records: list[RequestRecord | None] = [None] * (len(times) * size)
-    results: dict[int, tuple[str, dict[str, Any]]] = {}
-    left = [size] * len(times)
-    batches: list[tuple[float, int, str, int]] = []
-    backlog: deque[int] = deque()
-    events = EventQueue()
-    overhead_s = cfg.overhead_ms / 1000.0
-    budget_s = (cfg.slo_ms - min(cfg.response_margin_ms, cfg.slo_ms / 2)) / 1000.0
-    # per call: send -> replica (pre), send -> ingress (the deadline clock's start), answer -> client
-    # (queue_ms counts from the replica without `stack`, from the ingress with it, as live)
-    pre, ing, back = [overhead_s] * len(times), [0.0] * len(times), [0.0] * len(times)
-    qbase = [overhead_s] * len(times)
-    if stack is not None:
-        for j in range(len(times)):
-            c = stack.sample()
-            pre[j], ing[j], back[j] = c.to_ingress_s + c.to_replica_s, c.to_ingress_s, c.back_s
-            qbase[j] = c.to_ingress_s
-    rr = [0]
-    seq = [0]
-    front_s = cfg.front_s
-    front_free = [0.0] * cfg.front_servers  # heap of the times each front server frees up
-    p50_ms = profile.p50_ms_table()
+    service = service_times or ServiceTimes(profile, config.service, config.max_batch_size,
+                                            config.seed)
+    sim = _Simulation(profile, make_scheduler, arrivals_s, config, service, stack)
+    sim.kernel.run()
+    records = sim.records()
+    return SimRun(records, summarize(records, duration_s, config.slo_ms), sim.batches)
 
-    def finish(i: int, outcome: str, now: float, k: int, **kw: Any) -> None:
-        """Item `i` is answered; its call's records are written when the whole call is."""
-        job = i // size
-        results[i] = (outcome, kw)
-        left[job] -= 1
-        if left[job]:
-            return
-        replicas[k].open_calls -= 1
-        t = times[job]
-        for item in range(job * size, (job + 1) * size):
-            out, extra = results.pop(item)
-            records[item] = RequestRecord(index=item, scheduled_s=t, sent_s=t, outcome=out,
-                                          latency_ms=1000.0 * (now + back[job] - t),
-                                          status_code=200,
-                                          replica=str(k), job_id=str(job) if size > 1 else None,
-                                          **extra)
 
-    def accepts(k: int) -> bool:
-        return cfg.max_ongoing is None or replicas[k].ongoing() < cfg.max_ongoing
+class _Simulation:
+    """One run: the kernel's handlers move calls from the send through the front stage and the
+    router into the replicas, whose answers become the calls' records."""
 
-    def route() -> int | None:
-        open_ = [k for k in range(cfg.replicas) if accepts(k)]
-        if not open_:
-            return None
-        if cfg.routing == "round_robin":
-            for _ in range(cfg.replicas):
-                k = rr[0]
-                rr[0] = (rr[0] + 1) % cfg.replicas
-                if accepts(k):
-                    return k
-            return None
-        if len(open_) == 1:
-            return open_[0]
-        i, j = (int(x) for x in rng.choice(len(open_), size=2, replace=False))
-        a, b = open_[i], open_[j]
-        return b if replicas[b].ongoing() < replicas[a].ongoing() else a
+    def __init__(self, profile: Profile, make_scheduler: Callable[[int], Scheduler],
+                 arrivals_s: NDArray[Any], cfg: SchedulerSimConfig,
+                 service: Callable[[str, int], float], stack: StackDelays | None) -> None:
+        self.cfg = cfg
+        self.send_s = [float(t) for t in np.asarray(arrivals_s, dtype=float)]
+        self.service = service
+        self.p50_ms = profile.p50_ms_table()
+        max_items = (cfg.max_queued_items if cfg.max_queued_items is not None
+                     else max(1, len(self.send_s) * cfg.job_size))  # unbounded: room for all
+        self.replicas = [SimReplica(make_scheduler(k), cfg.load_window_s, max_items)
+                         for k in range(cfg.replicas)]
+        self.deployment_rate = RateWindow(cfg.load_window_s)
+        self.router = Router(cfg.routing, cfg.max_ongoing, cfg.seed)
+        self.front = FrontStage(cfg.front_servers, cfg.front_s) if cfg.front_s > 0 else None
+        self.calls = call_times(len(self.send_s), cfg.overhead_ms / 1000.0, stack)
+        self.backlog: deque[int] = deque()  # calls waiting in the router
+        self.answers: dict[int, Answer] = {}  # items answered, their call not yet complete
+        self.left = [cfg.job_size] * len(self.send_s)  # items of each call not yet answered
+        self.done: dict[int, RequestRecord] = {}
+        self.batches: list[BatchLog] = []
+        self.kernel = Kernel()
+        for j, t in enumerate(self.send_s):
+            self.kernel.at(t + self.calls[j].to_replica_s, Priority.CALL, self.on_send, j)
 
-    def enqueue(job: int, k: int, now: float) -> None:
-        rep = replicas[k]
-        rep.open_calls += 1
-        deadline = times[job] + ing[job] + budget_s
-        for i in range(job * size, (job + 1) * size):
-            rep.monitor.record(now)
-            if deadline <= now:
-                finish(i, "deadline_exceeded", now, k)
-                continue
-            if cfg.max_queued_items is not None and len(rep.pending) >= cfg.max_queued_items:
-                finish(i, "shed", now, k)
-                continue
-            item = PendingItem(item_id=str(i), arrival_s=times[job] + ing[job],
-                               deadline_s=deadline, task=cfg.task,
-                               min_accuracy=cfg.min_accuracy,
-                               job_id=str(job) if size > 1 else None, job_size=size)
-            bisect.insort(rep.pending, (item.deadline_s, seq[0], item))
-            seq[0] += 1
-        if rep.running == 0:
-            step(k, now)
+    # ---- calls ----------------------------------------------------------------------------
+    def on_send(self, now: float, call: int) -> None:
+        """The call enters the front stage, or reaches the router when there is none."""
+        if self.front is None:
+            self.on_router(now, call)
+        else:
+            self.kernel.at(self.front.leave_s(now), Priority.CALL, self.on_router, call)
 
-    def drain_backlog(now: float) -> None:
-        while backlog:
-            k = route()
+    def on_router(self, now: float, call: int) -> None:
+        self.deployment_rate.add(now, self.cfg.job_size)
+        k = self.route() if not self.backlog else None
+        if k is None:
+            self.backlog.append(call)
+        else:
+            self.enqueue(call, k, now)
+
+    def route(self) -> int | None:
+        return self.router.pick([rep.open_calls for rep in self.replicas])
+
+    def drain_backlog(self, now: float) -> None:
+        while self.backlog:
+            k = self.route()
             if k is None:
                 return
-            enqueue(backlog.popleft(), k, now)
+            self.enqueue(self.backlog.popleft(), k, now)
 
-    def step(k: int, now: float) -> None:
-        rep = replicas[k]
-        while rep.pending and rep.running == 0:
-            if cfg.expire_at_deadline:
-                late = [e for e in rep.pending if e[0] <= now]
-                for _, _, p in late:
-                    finish(int(p.item_id), "deadline_exceeded", now, k)
-                if late:
-                    rep.pending = rep.pending[len(late):]
-                    continue
-            load = (rep.monitor if cfg.load_scope == "replica" else global_monitor).qps(now)
-            f = rep.slowdown.factor if cfg.latency_feedback else 1.0
-            seen, load = dilate(tuple(p for _, _, p in rep.pending), now, load, f)
-            decision = undilate(rep.scheduler.decide(seen, now, load), f)
-            removed: set[str] = set()
-            for d in decision.drops:
-                if d.item_id not in removed and any(p.item_id == d.item_id for _, _, p in rep.pending):
-                    removed.add(d.item_id)
-                    finish(int(d.item_id), d.reason.value, now, k)
-            plan = decision.run
-            if plan is not None:
-                ids = [x for x in plan.item_ids if x not in removed]
-                removed.update(ids)
-                dur = service(plan.variant.name, len(ids))
-                rep.batch = [int(x) for x in ids]
-                rep.batch_meta = (now, dur, plan.variant.name, plan.expected_accuracy)
-                rep.running = len(ids)
-                batches.append((now, k, plan.variant.name, len(ids)))
-                events.push(now + dur, EventKind.BATCH_DONE, k)
-            rep.pending = [e for e in rep.pending if e[2].item_id not in removed]
-            if plan is None and not removed:
-                if decision.wait_s is not None and rep.pending:
-                    at = now + max(decision.wait_s, 1e-6)
-                    if rep.tick_at is None or at < rep.tick_at:
-                        rep.tick_at = at
-                        events.push(at, EventKind.TICK, k)
-                break
-        drain_backlog(now)
-
-    def batch_done(k: int, now: float) -> None:
-        rep = replicas[k]
-        start, dur, variant, acc = rep.batch_meta
-        batch, rep.batch, rep.running = rep.batch, [], 0
-        rep.slowdown.observe(p50_ms.get((variant, len(batch))), 1000.0 * dur)
-        for i in batch:
-            finish(i, "ok", now, k, variant=variant, batch_size=len(batch),
-                   queue_ms=1000.0 * (start - times[i // size] - qbase[i // size]),
-                   compute_ms=1000.0 * dur, expected_accuracy=acc)
-        step(k, now)
-
-    for j, t in enumerate(times):
-        events.push(t + pre[j], EventKind.ARRIVAL, j)
-    while len(events):
-        now, kind, _, payload = events.pop()
-        if kind == EventKind.BATCH_DONE:
-            batch_done(payload, now)
-        elif kind == EventKind.TICK:
-            rep = replicas[payload]
-            if rep.tick_at is not None and abs(rep.tick_at - now) < 1e-12:
-                rep.tick_at = None
-                if rep.running == 0:
-                    step(payload, now)
-        elif payload >= 0 and front_s > 0:  # a call enters the front stage
-            i = payload
-            start = max(now, heapq.heappop(front_free))
-            heapq.heappush(front_free, start + front_s)
-            events.push(start + front_s, EventKind.ARRIVAL, -(i + 1))
-        else:  # a call reaches the router (payload -(i + 1): it left the front stage)
-            i = payload if payload >= 0 else -payload - 1
-            for _ in range(size):
-                global_monitor.record(now)
-            k = route() if not backlog else None
-            if k is None:
-                backlog.append(i)
+    def enqueue(self, call: int, k: int, now: float) -> None:
+        """The call's items join replica `k`'s queue (as the replica's `submit`)."""
+        cfg, rep = self.cfg, self.replicas[k]
+        size = cfg.job_size
+        rep.open_calls += 1
+        rep.rate.add(now, size)
+        arrival = self.send_s[call] + self.calls[call].to_ingress_s
+        deadline = arrival + cfg.budget_s
+        for i in range(call * size, (call + 1) * size):
+            if deadline <= now:
+                self.answer(i, Answer("deadline_exceeded"), now, k)
+            elif not rep.queue.free_slots():
+                self.answer(i, Answer("shed"), now, k)
             else:
-                enqueue(i, k, now)
-    done = [r if r is not None else RequestRecord(index=i, scheduled_s=times[i // size],
-                                                  sent_s=times[i // size], outcome="timeout",
-                                                  error="never answered")
-            for i, r in enumerate(records)]
-    return SimRun(done, summarize(done, duration_s, cfg.slo_ms), batches)
+                rep.push(PendingItem(item_id=str(i), arrival_s=arrival, deadline_s=deadline,
+                                     task=cfg.task, min_accuracy=cfg.min_accuracy,
+                                     job_id=str(call) if size > 1 else None, job_size=size))
+        if rep.batch is None:
+            self.step(k, now)
+
+    # ---- replicas -------------------------------------------------------------------------
+    def step(self, k: int, now: float) -> None:
+        """Replica `k` is idle: take scheduling steps until it runs a batch or waits."""
+        cfg, rep = self.cfg, self.replicas[k]
+        load = self.deployment_rate if cfg.load_scope == "deployment" else None
+        while len(rep.queue) and rep.batch is None:
+            pending = rep.queue.pending()
+            if cfg.expire_at_deadline:
+                expiry = rep.expire(pending, now)
+                for p in expiry.expired:
+                    self.answer(int(p.item_id), Answer("deadline_exceeded"), now, k)
+                pending = expiry.live
+                if not pending:
+                    break
+            outcome = rep.decide(pending, now, load, cfg.latency_feedback)
+            rep.drop(outcome.drops)
+            for d in outcome.drops:
+                self.answer(int(d.item_id), Answer(d.reason.value), now, k)
+            if outcome.run is not None:
+                batch = rep.start(outcome.run, now, self.service)
+                self.batches.append(BatchLog(now, k, batch.variant, len(batch.items)))
+                self.kernel.at(now + batch.duration_s, Priority.BATCH_DONE, self.on_batch_done, k)
+            elif outcome.idle:
+                at = rep.wake_at(now, outcome.wait_s)
+                if at is not None:
+                    self.kernel.at(at, Priority.TICK, self.on_tick, k)
+                break
+        self.drain_backlog(now)
+
+    def on_tick(self, now: float, k: int) -> None:
+        rep = self.replicas[k]
+        if rep.take_wake(now) and rep.batch is None:
+            self.step(k, now)
+
+    def on_batch_done(self, now: float, k: int) -> None:
+        batch = self.replicas[k].finish(self.p50_ms)
+        size = len(batch.items)
+        for i in batch.items:
+            call = self.calls[i // self.cfg.job_size]
+            queued_s = batch.start_s - self.send_s[i // self.cfg.job_size] - call.queue_from_s
+            self.answer(i, Answer("ok", batch.variant, size, 1000.0 * queued_s,
+                                  1000.0 * batch.duration_s, batch.expected_accuracy), now, k)
+        self.step(k, now)
+
+    # ---- answers --------------------------------------------------------------------------
+    def answer(self, item: int, answer: Answer, now: float, k: int) -> None:
+        """Item `item` is answered; its call's records are written when the whole call is."""
+        size = self.cfg.job_size
+        call = item // size
+        self.answers[item] = answer
+        self.left[call] -= 1
+        if self.left[call]:
+            return
+        self.replicas[k].open_calls -= 1
+        t = self.send_s[call]
+        latency_ms = 1000.0 * (now + self.calls[call].back_s - t)
+        for i in range(call * size, (call + 1) * size):
+            a = self.answers.pop(i)
+            self.done[i] = RequestRecord(
+                index=i, scheduled_s=t, sent_s=t, outcome=a.outcome, latency_ms=latency_ms,
+                status_code=200, variant=a.variant, batch_size=a.batch_size,
+                queue_ms=a.queue_ms, compute_ms=a.compute_ms,
+                expected_accuracy=a.expected_accuracy, replica=str(k),
+                job_id=str(call) if size > 1 else None)
+
+    def records(self) -> list[RequestRecord]:
+        """One record per item; an item never answered (cannot happen) would say so."""
+        size = self.cfg.job_size
+        return [self.done.get(i) or RequestRecord(
+                    index=i, scheduled_s=self.send_s[i // size], sent_s=self.send_s[i // size],
+                    outcome="timeout", error="never answered")
+                for i in range(len(self.send_s) * size)]

@@ -4,7 +4,9 @@
   simulated second (each value held for 10 s, wrapping around), Poisson arrivals inside each step.
 - Constant-rate Poisson.
 - Azure LLM 2023 CSVs (TIMESTAMP, ContextTokens, GeneratedTokens): real arrival times.
-All generators are seeded (numpy Generator) and return a `Workload`.
+All generators are seeded (numpy Generator) and return a `Workload`. The loaders take the shared
+data directory (`adaptserve simulate --data-dir`; profiling.paths.shared_data_dir() by default)
+from their caller: the simulator works no paths out itself.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from profiling.paths import shared_data_dir
+TWITTER_TRACE = Path("ramsis/twitter_trace/twitter_04_25_norm.txt")
+AZURE_LLM_TRACES = Path("traces/azure_llm_2023")
 
 
 @dataclass(frozen=True)
@@ -55,46 +58,53 @@ def constant_poisson(qps: float, duration_s: float, seed: int = 0) -> Workload:
     return piecewise_poisson(np.array([qps]), duration_s, seed, f"poisson-{qps:g}qps")
 
 
-def load_twitter_steps(path: str | Path | None = None) -> NDArray[Any]:
+def data_file(data_dir: Path, relative: Path) -> Path:
+    """`data_dir / relative`, or a FileNotFoundError that says which directory was searched."""
+    path = Path(data_dir) / relative
+    if not path.is_file():
+        raise FileNotFoundError(f"{relative} not found under the shared data directory "
+                                f"{data_dir} (pass it with --data-dir)")
+    return path
+
+
+def load_twitter_steps(data_dir: Path) -> NDArray[Any]:
     """The trace's QPS values, one per 10-s step."""
-    path = Path(path) if path else shared_data_dir() / "ramsis" / "twitter_trace" / "twitter_04_25_norm.txt"
-    values = [float(line.split()[1]) for line in Path(path).read_text().splitlines() if line.strip()]
+    path = data_file(data_dir, TWITTER_TRACE)
+    values = [float(line.split()[1]) for line in path.read_text().splitlines() if line.strip()]
     if not values:
         raise ValueError(f"empty trace: {path}")
     return np.array(values)
 
 
-def twitter_rates_per_second(duration_s: int = 300, scale: float = 1.0,
-                             path: str | Path | None = None) -> NDArray[Any]:
+def twitter_rates_per_second(data_dir: Path, duration_s: int = 300,
+                             scale: float = 1.0) -> NDArray[Any]:
     """RAMSIS's replay: each step value held for 10 one-second entries (261 entries: the last
     point once), wrapped around to cover `duration_s`, times `scale`."""
-    steps = load_twitter_steps(path)
+    steps = load_twitter_steps(data_dir)
     per_second = np.concatenate([np.repeat(steps[:-1], 10), steps[-1:]])
     reps = int(np.ceil(duration_s / per_second.size))
     return np.tile(per_second, reps)[:duration_s] * scale
 
 
-def twitter_trace(duration_s: int = 300, scale: float = 1.0, seed: int = 0,
-                  path: str | Path | None = None) -> Workload:
-    rates = twitter_rates_per_second(duration_s, scale, path)
+def twitter_trace(data_dir: Path, duration_s: int = 300, scale: float = 1.0,
+                  seed: int = 0) -> Workload:
+    rates = twitter_rates_per_second(data_dir, duration_s, scale)
     return piecewise_poisson(rates, 1.0, seed, f"twitter-x{scale:g}")
 
 
-def rescaled_twitter_rates(min_qps: float, max_qps: float, duration_s: int = 300,
-                           path: str | Path | None = None) -> NDArray[Any]:
+def rescaled_twitter_rates(data_dir: Path, min_qps: float, max_qps: float,
+                           duration_s: int = 300) -> NDArray[Any]:
     """The Twitter shape mapped linearly onto [min_qps, max_qps]."""
-    rates = twitter_rates_per_second(duration_s, 1.0, path)
+    rates = twitter_rates_per_second(data_dir, duration_s, 1.0)
     lo, hi = rates.min(), rates.max()
     return min_qps + (rates - lo) * (max_qps - min_qps) / (hi - lo)
 
 
-def azure_llm_trace(kind: str = "conv", limit: int | None = None,
-                    path: str | Path | None = None) -> Workload:
+def azure_llm_trace(data_dir: Path, kind: str = "conv", limit: int | None = None) -> Workload:
     """Azure LLM inference 2023 (`kind` "code" or "conv"): arrivals and token counts."""
     if kind not in ("code", "conv"):
         raise ValueError(f"unknown Azure LLM trace {kind!r}; valid: ['code', 'conv']")
-    path = Path(path) if path else (shared_data_dir() / "traces" / "azure_llm_2023"
-                                    / f"AzureLLMInferenceTrace_{kind}.csv")
+    path = data_file(data_dir, AZURE_LLM_TRACES / f"AzureLLMInferenceTrace_{kind}.csv")
     stamps, ctx, gen = [], [], []
     with open(path) as fh:
         for row in csv.DictReader(fh):

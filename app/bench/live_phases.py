@@ -1,0 +1,142 @@
+"""The live benchmark's phases on a private local Ray/Serve (scripts/bench_live.py says what
+each measures); phase 4, the simulator, is app/bench/live_sim.py."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from app.bench import live as lb
+from app.bench.live_family import FamilySetup, family_setup
+from app.bench.live_report import checks
+from app.bench.live_session import LiveSession, LoadRun
+from app.bench.live_settings import BenchConfigs, LiveBenchSettings, bench_configs, spec_2x
+from app.bench.live_sim import RecordedRun, SimPhaseInputs, simulate_runs
+from app.bench.loadgen_report import plot_runs
+from app.bench.processes import app_replicas, serve_memory
+from app.sim.traces.spec import TraceSpec
+
+
+@dataclass(frozen=True)
+class Bench:
+    settings: LiveBenchSettings
+    k: int  # replicas of the family
+    slo_ms: float
+    configs: BenchConfigs
+
+
+def bench_of(settings: LiveBenchSettings) -> Bench:
+    args = lb.serve_args(settings.config)
+    fam = lb.classifier_args(args, settings.family)
+    k = int(settings.replicas or fam.get("num_replicas", 1))
+    slo_ms = float(settings.slo_ms or fam.get("default_slo_ms", 200.0))
+    return Bench(settings, k, slo_ms, bench_configs(settings, args, k, slo_ms))
+
+
+def _overhead_and_memory(b: Bench, session: LiveSession, setup: FamilySetup) -> dict[str, Any]:
+    """1. the default app and the bare graph at light load at the same time: overhead p50
+    (latency - compute), app vs bare; RSS of every replica process of the default app."""
+    from app.bench.bare import BareSettings
+
+    a, best, ccfg = b.settings, setup.most_accurate(), setup.classifier
+    out: dict[str, Any] = {"deploy_bare_s": lb.deploy_bare(a.base_url, BareSettings(
+        a.family, str(setup.cfg.paths.models_dir), best.variant.name, setup.task,
+        ccfg.max_batch_size, 1, ccfg.ray_actor_options, best.accuracy))}
+    session.log(f"deployed default app + bare ({best.variant.name}); task {setup.task}, "
+                f"K={b.k}, SLO {b.slo_ms:g} ms")
+    app_light, bare_light = session.load_together([
+        LoadRun("light_app", a.base_url, TraceSpec("poisson", a.light_qps, a.light_s,
+                                                   seed=a.seed)),
+        LoadRun("light_bare", f"{a.base_url}/{lb.BARE_NAME}",
+                TraceSpec("poisson", a.light_qps, a.light_s, seed=a.seed + 1))])
+    mem = serve_memory()
+    replicas = app_replicas(mem, lb.APP_NAME)
+    out["memory"] = {"replicas": [m.__dict__ for m in replicas],
+                     "others": [m.__dict__ for m in mem if m not in replicas],
+                     "total_mib": sum(m.rss_mib for m in replicas)}
+    out["overhead"] = {"app_p50_ms": app_light.overhead_p50_ms,
+                       "bare_p50_ms": bare_light.overhead_p50_ms,
+                       "ratio": app_light.overhead_p50_ms / bare_light.overhead_p50_ms,
+                       "app_compute_p50_ms": app_light.compute_p50_ms,
+                       "bare_compute_p50_ms": bare_light.compute_p50_ms}
+    lb.delete_bare()
+    return out
+
+
+def _capacity(b: Bench, session: LiveSession, setup: FamilySetup) -> dict[str, Any]:
+    """2. the static most-accurate configuration with K replicas: capacity from the profile
+    and live (the ramp's best goodput; the serving stack may saturate before the model)."""
+    a, ccfg = b.settings, setup.classifier
+    out: dict[str, Any] = {"deploy_static_s": lb.deploy_app(b.configs.static_args, a.base_url)}
+    time.sleep(a.settle_s)  # the replaced replicas shut down before anything is measured
+    est = lb.profile_capacity(setup.profile, setup.most_accurate().variant.name, b.slo_ms,
+                              ccfg.percentile, ccfg.max_batch_size, b.k)
+    steps = session.ramp(est.qps)
+    out["capacity"] = {"profile": est.__dict__, "ramp": steps,
+                       "live_qps": max(r["goodput_qps"] for r in steps)}
+    return out
+
+
+def _at_2x(b: Bench, session: LiveSession, live_qps: float) -> dict[str, Any]:
+    """3. twice the capacity, static then adaptive, same trace and seed; the adaptive policy
+    also at the capacity itself, for the simulator's fidelity at a second load."""
+    a = b.settings
+    session.load(LoadRun("static_2x", a.base_url, spec_2x(a, live_qps), a.job_size))
+    out: dict[str, Any] = {"deploy_adaptive_s": lb.deploy_app(b.configs.adapt_args, a.base_url)}
+    time.sleep(a.settle_s)
+    # warm-up at the static capacity (the replica's latency feedback fills up here)
+    session.load(LoadRun("warmup_adaptive", a.base_url,
+                         TraceSpec("poisson", live_qps / a.job_size, a.warmup_s, seed=a.seed + 1),
+                         a.job_size))
+    spec_1x = TraceSpec(a.trace, live_qps / a.job_size, a.duration_s / 2, seed=a.seed + 2)
+    out["spec_1x"] = spec_1x.to_dict()
+    session.load(LoadRun(f"{a.policy}_1x", a.base_url, spec_1x, a.job_size))
+    session.load(LoadRun(f"{a.policy}_2x", a.base_url, spec_2x(a, live_qps), a.job_size))
+    return out
+
+
+def _live_phases(b: Bench, out: dict[str, Any], t0: float) -> LiveSession:
+    """Phases 1-3 on a fresh local Ray, their figures into `out`; the session keeps the runs."""
+    a = b.settings
+    lb.start_ray(a.port, a.num_cpus)
+    try:
+        out["deploy_default_s"] = lb.deploy_app(b.configs.args, a.base_url)
+        setup = family_setup(b.configs.args, a.family)
+        session = LiveSession(a, b.slo_ms, str(setup.cfg.paths.models_dir), t0)
+        out.update(_overhead_and_memory(b, session, setup))
+        out.update(_capacity(b, session, setup))
+        out.update(_at_2x(b, session, out["capacity"]["live_qps"]))
+    finally:
+        lb.stop_ray()
+    return session
+
+
+def run_live(settings: LiveBenchSettings) -> dict[str, Any]:
+    """The whole benchmark: the live phases, then the simulator on their records; the JSON
+    of docs/data_live.json (and its figure at `settings.png`)."""
+    t0 = time.perf_counter()
+    a, b = settings, bench_of(settings)
+    out: dict[str, Any] = {"command": a.command, "family": a.family, "k": b.k,
+                           "slo_ms": b.slo_ms, "trace": a.trace, "seed": a.seed,
+                           "job_size": a.job_size}
+    session = _live_phases(b, out, t0)
+    runs = {n: RecordedRun(r.records, r.series) for n, r in session.runs.items()}
+    spec_1x = TraceSpec(**out["spec_1x"])
+    sim = simulate_runs(a, SimPhaseInputs(runs, out["capacity"]["ramp"],
+                                          spec_2x(a, out["capacity"]["live_qps"]), spec_1x,
+                                          b.configs, b.k, b.slo_ms))
+    out["sim_inputs"] = sim.inputs
+    for name in ("static_2x", f"{a.policy}_2x"):
+        sim.series[f"live {name}"] = session.runs[name].series
+    out["runs"] = {n: r.summary for n, r in session.runs.items()}
+    out["loadavg_1min_after_run"] = session.loadavg
+    out["cpu_ms_per_call"] = session.cpu_ms
+    out["cpu_count"] = os.cpu_count()
+    out["sim"] = sim.summaries
+    out["series"] = sim.series
+    out["checks"] = checks(out, a.policy)
+    plot_runs(sim.series, b.slo_ms, a.png, title=f"{a.family}: static vs {a.policy} at 2x "
+                                                 f"capacity, live and simulated (K={b.k})")
+    return out

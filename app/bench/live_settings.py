@@ -1,0 +1,75 @@
+"""Settings of the live benchmark (scripts/bench_live.py parses them from its command line), and
+the serve configurations it derives from them: the app as configured, the static
+most-accurate configuration, and the adaptive one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.bench import live as lb
+from app.sim.traces.spec import TraceSpec
+
+
+@dataclass(frozen=True)
+class LiveBenchSettings:
+    config: Path = Path("serve_config.yaml")
+    port: int = 8100
+    family: str = "family"
+    policy: str = "ramsis"  # the adaptive scheduler of the family
+    replicas: int | None = None  # K; None: as configured
+    slo_ms: float | None = None  # None: the family's default SLO
+    trace: str = "poisson"
+    seed: int = 0
+    duration_s: float = 60.0  # each 2x-load run
+    ramp_s: float = 15.0  # each capacity ramp step
+    ramp_start_qps: float = 10.0  # first ramp rate, items/s
+    ramp_factor: float = 1.5
+    ramp_steps: int = 8
+    job_size: int = 1  # items per request of the ramp and 2x runs (>1: POST /v1/jobs)
+    settle_s: float = 10.0  # pause after a redeploy
+    warmup_s: float = 15.0  # adaptive warm-up run
+    light_qps: float = 4.0
+    light_s: float = 30.0
+    sim_service: str = "sampled"  # p50|p95|mean|sampled
+    sim_seeds: int = 3  # simcal runs pooled
+    num_cpus: int = 8  # Ray logical CPUs
+    out: Path = Path("docs/data_live.json")
+    png: Path = Path("docs/figures/live.png")
+    records: Path = Path("results/bench_live")
+    resim: Path | None = None  # a finished run's JSON: redo only its simulator phase
+    data_dir: Path | None = None  # shared data directory (--trace twitter); None: the default
+    command: str = ""  # the command line, recorded in the JSON
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@dataclass(frozen=True)
+class BenchConfigs:
+    """The app args as configured, and the two configurations the 2x runs compare."""
+
+    args: dict[str, Any]
+    static_args: dict[str, Any]  # most accurate variant always, K replicas
+    adapt_args: dict[str, Any]  # the adaptive policy, its plan built for the runs' job size
+
+
+def bench_configs(settings: LiveBenchSettings, args: dict[str, Any], k: int,
+                  slo_ms: float) -> BenchConfigs:
+    family = settings.family
+    static = lb.with_classifier(args, family, policy="most_accurate", num_replicas=k,
+                                default_slo_ms=slo_ms)
+    # the adaptive plan expects the runs' calls: jobs of --job-size items sharing a deadline
+    plan = {**(lb.classifier_args(args, family).get("plan") or {}),
+            "job_size": settings.job_size}
+    adapt = lb.with_classifier(args, family, policy=settings.policy, num_replicas=k, plan=plan,
+                               default_slo_ms=slo_ms)
+    return BenchConfigs(args, static, adapt)
+
+
+def spec_2x(settings: LiveBenchSettings, live_qps: float) -> TraceSpec:
+    """The 2x runs' trace: twice the live capacity (items/s), in calls of the job size."""
+    return TraceSpec(settings.trace, 2 * live_qps / settings.job_size, settings.duration_s,
+                     seed=settings.seed)

@@ -175,7 +175,7 @@ def test_jobs_record_every_item(server: FakeServer, tmp_path: Any) -> None:
     loaded = json.loads((tmp_path / "run.json").read_text())
     assert len(loaded["records"]) == 30 and loaded["summary"]["sent"] == 30
     plot_runs({"jobs": result.series}, cfg.slo_ms, tmp_path / "run.png")
-    assert (tmp_path / "run.png").stat().st_size > 0
+    assert (tmp_path / "run.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_unreachable_server_counts_errors() -> None:

@@ -84,9 +84,8 @@ def test_points_per_batch_size_sorted_and_ordered(profile: Profile) -> None:
     for vp in profile.variants:
         assert [p.batch_size for p in vp.latency] == [1, 2, 4, 8]
         for p in vp.latency:
-            assert 2 <= p.num_samples <= 4
-            assert 0 < p.p50_ms <= p.p95_ms <= p.p99_ms
-            assert p.mean_ms > 0
+            assert p.num_samples == FAST["min_repeats"]  # min_time_s=0: stops at min_repeats
+            assert p.p50_ms > 0 and p.mean_ms > 0
     LatencyModel.from_profile(profile)  # usable by the policies as is
 
 
@@ -126,7 +125,7 @@ def test_threads_restored_and_unknown_task() -> None:
 
 def test_latency_point_percentiles() -> None:
     p = latency_point(4, [1.0, 2.0, 3.0, 4.0, 100.0])
-    assert p.p50_ms == 3.0 and p.p50_ms <= p.p95_ms <= p.p99_ms <= 100.0
+    assert (p.p50_ms, p.p95_ms, p.p99_ms) == pytest.approx((3.0, 80.8, 96.16))
     assert p.mean_ms == pytest.approx(22.0) and p.num_samples == 5
 
 
@@ -191,12 +190,13 @@ def test_cli_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
 
 @pytest.mark.slow
-def test_profile_real_family() -> None:
-    """The real "family" model (trained on first use, then cached), small batches and repeats."""
-    registry = pytest.importorskip("deployments.models.registry")
-    from profiling.paths import REPO_ROOT
+def test_profile_real_family(trained_models_dir: Path) -> None:
+    """The real "family" model (trained once per session), small batches and repeats."""
+    from deployments.models.registry import load_model
+    from deployments.models.train import read_metadata
 
-    model = registry.load_model("family", cache_dir=REPO_ROOT / ".cache" / "models")
+    model = load_model("family", cache_dir=trained_models_dir)
+    measured = (read_metadata("family", trained_models_dir) or {})["test_accuracy"]
     task = model.tasks()[0]
     prof = profile_model(model, task, batch_sizes=(1, 4), warmup=1, repeats=3, min_repeats=2,
                          min_time_s=0.0, progress=False, name="family")
@@ -205,6 +205,7 @@ def test_profile_real_family() -> None:
     assert prof.metadata["test_items"] == len(model.examples("test", task))
     for vp in prof.variants:
         assert [p.batch_size for p in vp.latency] == [1, 4]
-        assert all(0 < p.p50_ms <= p.p95_ms <= p.p99_ms for p in vp.latency)
-        assert 0.2 < vp.accuracy <= 1.0  # trained: well above 10-way chance (0.1)
+        assert all(p.p50_ms > 0 for p in vp.latency)
+        # the profile's accuracy is the training script's held-out accuracy, re-measured
+        assert vp.accuracy == pytest.approx(measured[task][vp.variant.name])
     assert Profile.from_dict(json.loads(json.dumps(prof.to_dict()))) == prof

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -72,16 +73,26 @@ def report(t: float, replica: str = "r1", load: float = 10.0, **counters: float)
                          plan_versions={"task": "old"})
 
 
+@dataclass
+class ManualClock:
+    """A clock the test moves by hand."""
+
+    now_s: float
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
 def test_controller_sums_fresh_replicas_and_counters(tmp_path: Path) -> None:
-    now = [100.0]
-    ctl = PolicyController(config(tmp_path), clock=lambda: now[0])
+    clock = ManualClock(100.0)
+    ctl = PolicyController(config(tmp_path), clock=clock)
     ctl.report(report(100.0, "r1", 10.0, ok=4, deadline_met=3, late=1, accuracy_sum=3.6))
     ctl.report(report(100.0, "r2", 5.0, ok=2, deadline_met=2, shed=2, accuracy_sum=1.6))
     s = ctl.status()["deployments"]["fam"]
     assert s["load_qps"] == 15.0 and len(s["replicas"]) == 2
     assert s["answered"] == 8 and s["slo_attainment"] == pytest.approx(5 / 8)
     assert s["mean_expected_accuracy"] == pytest.approx(5.2 / 6, abs=1e-3)
-    now[0] = 103.0  # both stale now
+    clock.now_s = 103.0  # both stale now
     assert ctl.load_qps("fam") == 0.0
     text = ctl.metrics_text()
     assert 'adaptserve_items_total{deployment="fam",outcome="shed"} 2.0' in text

@@ -1,6 +1,7 @@
 """MOSEL benchmark: four policies x two profiles on the Twitter-shaped load, plus decision costs.
 
-    .venv/bin/python scripts/bench_mosel.py --out results/mosel
+    .venv/bin/python scripts/bench_mosel.py --out results/mosel                  # served
+    .venv/bin/python scripts/bench_mosel.py --out results/mosel_paper --setting paper
     .venv/bin/python scripts/bench_mosel.py --cost-only     # re-plan decision cost only
 
 Prints a table, writes mosel.json and mosel.png to --out (the costs: app/bench/mosel_costs.py).
@@ -31,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default=None, help="one measured profile JSON (overrides)")
     ap.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--setting", default="served", choices=["served", "paper"],
+                    help="served: the replicas' MoselScheduler and scheduling step; paper: the "
+                         "paper's re-plan at every arrival (docs/mosel.md)")
     ap.add_argument("--replan-jobs", nargs="+", type=int, default=[40, 100])
     ap.add_argument("--replan-trials", type=int, default=2000)
     ap.add_argument("--gekko-sizes", type=int, default=8)
@@ -47,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
                 _print_cost(prof, replan_cost(prof, jobs, args.replan_trials, seed=0))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
-    results = run_mosel_suite(profiles, args.seeds, args.workers, data_dir=shared_data_dir(args.data_dir))
+    results = run_mosel_suite(profiles, args.seeds, args.workers,
+                              data_dir=shared_data_dir(args.data_dir), setting=args.setting)
     results.update({"replan_cost": [], "matrix_build": []})
     print(mosel_table(results))
     print("\ndecision cost (optimized re-plan) and matrix build:")

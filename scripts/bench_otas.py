@@ -3,6 +3,7 @@ Algorithm 2's shortfall, and the allocators' decision cost on 50 batches x 8 gam
 
     .venv/bin/python scripts/bench_otas.py --out results/otas                 # paper-calibrated
     .venv/bin/python scripts/bench_otas.py --out results/otas_raw --setup raw  # Fig. 4b, uniform
+    .venv/bin/python scripts/bench_otas.py --out results/otas_paper --setting paper  # mixed tasks
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--setup", default="paper", choices=sorted(SETUPS),
                     help="paper: Table-I serving efficiency + paper-calibrated trace; "
                          "raw: Figure 4b throughput + uniform levels (see docs/otas.md)")
+    ap.add_argument("--setting", default="served", choices=["served", "paper"],
+                    help="served: one OtasScheduler per task through the replicas' scheduling "
+                         "step; paper: batches mixing tasks, as the paper (docs/otas.md)")
     ap.add_argument("--duration-s", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-qps", type=float, default=200.0)
@@ -47,7 +51,8 @@ def main(argv: list[str] | None = None) -> None:
     policies += [f"fixed{g}" for g in profile.gammas]
     report = run_otas_experiment(args.duration_s, args.seed, args.min_qps, args.max_qps,
                                  args.profile_json, policies, args.rate_table, args.headroom,
-                                 serving_efficiency=efficiency, level_skew=skew)
+                                 serving_efficiency=efficiency, level_skew=skew,
+                                 setting=args.setting)
     report["config"]["setup"] = args.setup
     report["decision_cost"] = decision_cost(profile, args.trials, args.seed)
     print(otas_table(report))

@@ -2,7 +2,8 @@
 
 RAMSIS experiments (scenario, paper, fidelity) and the issue-3 ones (mosel, otas: the same code
 as scripts/bench_mosel.py / bench_otas.py; --profile PATH runs them on a measured profile, and
-docs/mosel.md, docs/otas.md say how its variants are read).
+docs/mosel.md, docs/otas.md say how its variants are read; --setting served runs the replicas'
+scheduler objects, --setting paper the paper's execution model).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def _mosel(args: argparse.Namespace) -> tuple[dict[str, Any], str, Callable[...,
 
     profiles = [args.profile] if args.profile else list(DEFAULT_PROFILES)
     result = run_mosel_suite(profiles, range(args.seed, args.seed + args.num_seeds),
-                             data_dir=shared_data(args))
+                             data_dir=shared_data(args), setting=args.setting)
     return result, mosel_table(result), plot_mosel
 
 
@@ -79,7 +80,7 @@ def _otas(args: argparse.Namespace) -> tuple[dict[str, Any], str, Callable[..., 
     efficiency, skew = SETUPS[args.otas_setup]
     result = run_otas_experiment(duration_s=int(args.duration_s or 300), seed=args.seed,
                                  profile_json=args.profile, serving_efficiency=efficiency,
-                                 level_skew=skew)
+                                 level_skew=skew, setting=args.setting)
     result["config"]["setup"] = args.otas_setup
     return result, otas_table(result), plot_otas
 
@@ -129,5 +130,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                      help="--experiment mosel: seeds --seed .. --seed + N - 1")
     sim.add_argument("--otas-setup", default="paper", choices=["paper", "raw"],
                      help="--experiment otas: paper-calibrated load (default) or Fig. 4b raw")
+    sim.add_argument("--setting", default="served", choices=["served", "paper"],
+                     help="--experiment mosel/otas: served = through the replicas' scheduler "
+                          "objects and scheduling step (default); paper = the paper's execution "
+                          "model (MOSEL re-plans at every arrival, OTAS batches mix tasks)")
     sim.set_defaults(func=cmd_simulate)
     return sim

@@ -84,6 +84,9 @@ class OtasScheduler(Scheduler):
         self._item_of: dict[int, PendingItem] = {}
         self._next_request = 0
         self._service_start_s: float | None = None
+        # The policy's answer in the latest `decide` (None when it had no batch to decide on):
+        # its method and DP instance, which the OTAS experiment tallies.
+        self.last_decision: OtasDecision | None = None
 
     # --- queue bookkeeping ----------------------------------------------------------------
 
@@ -134,12 +137,14 @@ class OtasScheduler(Scheduler):
                load_qps: float) -> SchedulerDecision:
         if self._service_start_s is None:
             self._service_start_s = now_s
+        self.last_decision = None
         drops = [Drop(p.item_id, DropReason.SHED) for p in self._sync(pending)]
         batches = tuple(b for q in self._queues.values() for b in q.batches)
         if not batches:
             return SchedulerDecision(drops=tuple(drops))
         decision: OtasDecision = self.policy.decide(
             OtasSnapshot(batches, load_qps, self._service_start_s), now_s)
+        self.last_decision = decision
         evicted = set(decision.evicted_request_ids)
         for rid in sorted(evicted):
             item = self._item_of[rid]

@@ -7,6 +7,11 @@ from typing import Any
 
 from policies.modality.matrix import ACCURACY_EPS
 from policies.modality.replan import DEADLINE_EPS_S
+from policies.modality.tables import ModalityTables
+from policies.types import Job
+
+PAPER_CAUSES = ("blocked", "at-arrival", "later")
+SERVED_CAUSES = (*PAPER_CAUSES, "expired")  # expired: the deadline passed while it waited
 
 
 @dataclass(frozen=True)
@@ -22,7 +27,7 @@ class JobRecord:
     finish_s: float | None
     accuracy: float | None
     dropped: bool
-    drop_cause: str | None = None  # see MoselSimulation._drop_cause
+    drop_cause: str | None = None  # see drop_cause
 
     @property
     def met_latency(self) -> bool:
@@ -37,6 +42,15 @@ class JobRecord:
         return not self.dropped and self.met_latency and self.met_accuracy
 
 
+def drop_cause(tables: ModalityTables, job: Job, free_at_s: float, now: float) -> str:
+    """'blocked': misses even alone on its fastest strategy once the worker frees up;
+    'at-arrival' / 'later': would fit alone, dropped on arrival / at a later re-plan."""
+    options = tables.options(job.num_requests, job.slo.min_accuracy or 0.0)
+    if not options.candidates or free_at_s + options.candidates[0].latency_s > job.deadline_s:
+        return "blocked"
+    return "at-arrival" if now == job.arrival_s else "later"
+
+
 def _percentile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -45,8 +59,9 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def summarize(records: list[JobRecord], decision_s: list[float], horizon_s: float,
-              bucket_s: float = 10.0) -> dict[str, Any]:
-    """Request-level totals, accuracy of served requests, and a goodput time series."""
+              bucket_s: float = 10.0, causes: tuple[str, ...] = PAPER_CAUSES) -> dict[str, Any]:
+    """Request-level totals, accuracy of served requests, and a goodput time series. A job
+    may have several records (its served part, its dropped part)."""
     total = sum(r.num_requests for r in records)
     met = sum(r.num_requests for r in records if r.met_both)
     dropped = sum(r.num_requests for r in records if r.dropped)
@@ -60,7 +75,7 @@ def summarize(records: list[JobRecord], decision_s: list[float], horizon_s: floa
             buckets[min(int(r.arrival_s // bucket_s), len(buckets) - 1)] += r.num_requests
     completion = [r.finish_s - r.arrival_s for r in records if r.finish_s is not None]
     return {
-        "jobs": len(records),
+        "jobs": len({r.job_id for r in records}),
         "requests": total,
         "met_both_slos": met,
         "slo_violations": total - met,
@@ -68,7 +83,7 @@ def summarize(records: list[JobRecord], decision_s: list[float], horizon_s: floa
         "dropped": dropped,
         "late": late,
         "dropped_by_cause": {c: sum(r.num_requests for r in records if r.drop_cause == c)
-                             for c in ("blocked", "at-arrival", "later")},
+                             for c in causes},
         "mean_accuracy_served": acc_sum / served_n if served_n else 0.0,
         "mean_completion_s": sum(completion) / len(completion) if completion else 0.0,
         "goodput_per_bucket": [b / bucket_s for b in buckets],

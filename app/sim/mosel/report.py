@@ -18,7 +18,6 @@ DEFAULT_PROFILES = ("tvlt-like", "three-modality")
 SUITE_POLICIES = (*POLICY_NAMES, *ABLATION_NAMES)
 _KEYS = ("met_both_slos", "slo_violations", "dropped", "late", "mean_accuracy_served",
          "decision_p50_us", "decision_p99_us")
-_CAUSES = ("blocked", "at-arrival", "later")
 
 
 def aggregate(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -26,7 +25,7 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     out = {p: {k: statistics.fmean(r["policies"][p][k] for r in runs) for k in _KEYS}
            for p in runs[0]["policies"]}
     for p in out:
-        for cause in _CAUSES:
+        for cause in runs[0]["policies"][p]["dropped_by_cause"]:
             out[p][f"dropped_{cause}"] = statistics.fmean(
                 r["policies"][p]["dropped_by_cause"][cause] for r in runs)
     for p in out:
@@ -40,20 +39,22 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 def run_mosel_suite(profiles: Sequence[str] = DEFAULT_PROFILES,
                     seeds: Sequence[int] = tuple(range(10)), num_workers: int = 1,
                     policies: Sequence[str] = SUITE_POLICIES, *,
-                    data_dir: Path) -> dict[str, Any]:
+                    data_dir: Path, setting: str = "served") -> dict[str, Any]:
     """Every profile (built-in name or profile JSON path) x seed x policy, plus the means;
-    `data_dir` is the shared data directory (the Twitter trace)."""
+    `data_dir` is the shared data directory (the Twitter trace); `setting` as in
+    `run_mosel_experiment` ("served" or "paper")."""
     experiments: dict[str, Any] = {}
     for prof in profiles:
         runs = [run_mosel_experiment(prof, tuple(policies), seed=s, num_workers=num_workers,
-                                     data_dir=data_dir)
+                                     data_dir=data_dir, setting=setting)
                 for s in seeds]
         experiments[prof] = {"mean_over_seeds": aggregate(runs), "runs": runs}
-    return {"seeds": list(seeds), "num_workers": num_workers, "experiments": experiments}
+    return {"seeds": list(seeds), "num_workers": num_workers, "setting": setting,
+            "experiments": experiments}
 
 
 def mosel_table(suite: dict[str, Any]) -> str:
-    lines: list[str] = []
+    lines = [f"setting: {suite.get('setting', 'paper')} (docs/mosel.md)"]
     for prof, exp in suite["experiments"].items():
         agg, runs = exp["mean_over_seeds"], exp["runs"]
         base = agg["none"]["met_both_slos"] if "none" in agg else 0.0
@@ -71,13 +72,16 @@ def mosel_table(suite: dict[str, Any]) -> str:
                          f"{s['slo_violations']:>11.0f}{s['dropped']:>9.0f}{s['late']:>7.0f}"
                          f"{s['mean_accuracy_served']:>10.4f}{s['decision_p99_us']:>11.0f}"
                          f"{'' if fewer is None else f'{fewer:.0f}/{len(runs)}':>10}")
-        causes = ", ".join(f"{n} " + "/".join(f"{s[f'dropped_{c}']:.0f}" for c in _CAUSES)
+        names = list(runs[0]["policies"][next(iter(agg))]["dropped_by_cause"])
+        causes = ", ".join(f"{n} " + "/".join(f"{s[f'dropped_{c}']:.0f}" for c in names)
                            for n, s in agg.items() if s["dropped"])
-        lines.append(f"dropped requests blocked/at-arrival/later: {causes}")
+        lines.append(f"dropped requests {'/'.join(names)}: {causes}")
     lines.append("(means over seeds; violations = dropped + late requests; mean acc over served "
                  "requests; 'opt fewer' = seeds on which optimized had fewer violations; drops: "
                  "blocked = misses even alone on its fastest strategy once the worker frees up, "
-                 "at-arrival / later = would fit alone, dropped on arrival / at a later re-plan)")
+                 "at-arrival / later = would fit alone, dropped on arrival / at a later re-plan"
+                 + ("; expired = its deadline passed while it waited (served setting)"
+                    if suite.get("setting") == "served" else "") + ")")
     return "\n".join(lines)
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from app.sim.kernel import Kernel
-from app.sim.mosel.metrics import JobRecord
+from app.sim.mosel.metrics import JobRecord, drop_cause
 from app.sim.replica.replica import SimReplica
 from policies.modality.api import ModalityTables
 from policies.schedulers.base import Drop, DropReason, PendingItem, Scheduler
@@ -163,11 +163,3 @@ class ServedMoselSimulation:
             self.records.append(JobRecord(job.job_id, state.worker, n, job.arrival_s,
                                           job.deadline_s, floor, None, None, True, why))
 
-
-def drop_cause(tables: ModalityTables, job: Job, free_at_s: float, now: float) -> str:
-    """'blocked': misses even alone on its fastest strategy once the worker frees up;
-    'at-arrival' / 'later': would fit alone, dropped on arrival / at a later re-plan."""
-    options = tables.options(job.num_requests, job.slo.min_accuracy or 0.0)
-    if not options.candidates or free_at_s + options.candidates[0].latency_s > job.deadline_s:
-        return "blocked"
-    return "at-arrival" if now == job.arrival_s else "later"

@@ -1,10 +1,13 @@
 """MOSEL experiment: seeded discrete-event simulation of workers with EDF job queues.
 
-Each worker runs one job at a time (its whole strategy, non-preemptive, service time from the
-profile), on the simulators' event kernel (app/sim/kernel.py). The worker's policy is asked for
-a plan whenever a job arrives at the worker and whenever the worker is about to start its next
-job; the plan's drops are answered at once. Jobs go to the worker with the least predicted
-backlog. Same seed, same result.
+Two settings (`SETTINGS`, docs/mosel.md). "served" (default): each worker is a replica running
+`policies.schedulers.mosel.MoselScheduler` through the replicas' scheduling step (served.py).
+"paper": the paper's execution model, kept to reproduce the published figures: each worker runs
+one job at a time (its whole strategy, non-preemptive, service time from the profile) and asks
+the `policies.modality` policy (the object `MoselScheduler` wraps) for a plan whenever a job
+arrives at the worker, also while it is busy, and whenever it is about to start its next job;
+the plan's drops are answered at once; jobs go to the worker with the least predicted backlog.
+Both run on the simulators' event kernel (app/sim/kernel.py). Same seed, same result.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from app.sim.kernel import Kernel
-from app.sim.mosel.metrics import JobRecord, summarize
+from app.sim.mosel.metrics import PAPER_CAUSES, SERVED_CAUSES, JobRecord, drop_cause, summarize
 from app.sim.mosel.profiles import load_profile, mosel_profile_from_profile
+from app.sim.mosel.served import ServedMoselSimulation
 from app.sim.mosel.workload import (
     WorkloadSpec,
     generate_jobs,
@@ -37,7 +41,14 @@ from policies.modality.api import (
     make_policy,
 )
 from policies.profile import Profile
+from policies.schedulers.base import Scheduler
+from policies.schedulers.mosel import MoselScheduler
+from policies.schedulers.params import MoselParams
+from policies.schedulers.plan_types import MoselPlan
+from policies.schedulers.plans import build_mosel_plan
 from policies.types import Job
+
+SETTINGS = ("served", "paper")
 
 
 class Priority(IntEnum):
@@ -68,7 +79,7 @@ class _Worker:
 
 
 class MoselSimulation:
-    """One run of one policy over a fixed list of jobs."""
+    """The paper setting: one run of one policy over a fixed list of jobs."""
 
     def __init__(self, tables: ModalityTables, policy_name: str, num_workers: int, seed: int,
                  timer: Callable[[], float] = time.process_time) -> None:
@@ -102,7 +113,7 @@ class MoselSimulation:
         for drop in plan.dropped:
             q = worker.queue.pop(drop.job_id)
             self._record(worker, q.job, None, None, dropped=True,
-                         drop_cause=self._drop_cause(q.job, snap.free_at_s, now))
+                         drop_cause=drop_cause(self.tables, q.job, snap.free_at_s, now))
         order = {a.job_id: a for a in plan.assignments}
         worker.queue = {jid: QueuedJob(worker.queue[jid].job, a.strategy)
                         for jid, a in order.items()}
@@ -129,14 +140,6 @@ class MoselSimulation:
         self._record(worker, done.job, now, done.accuracy, dropped=False)
         self._start_next(worker, now)
 
-    def _drop_cause(self, job: Job, free_at_s: float, now: float) -> str:
-        """'blocked': misses even alone on its fastest strategy once the worker frees up;
-        'at-arrival' / 'later': would fit alone, dropped on arrival / at a later re-plan."""
-        options = self.tables.options(job.num_requests, job.slo.min_accuracy or 0.0)
-        if not options.candidates or free_at_s + options.candidates[0].latency_s > job.deadline_s:
-            return "blocked"
-        return "at-arrival" if now == job.arrival_s else "later"
-
     def _record(self, worker: _Worker, job: Job, finish_s: float | None,
                 accuracy: float | None, dropped: bool, drop_cause: str | None = None) -> None:
         self.records.append(JobRecord(job.job_id, worker.index, job.num_requests,
@@ -161,13 +164,39 @@ def build_tables(profile: Profile, max_job_size: int = 64, num_levels: int = 20,
     return ModalityTables(matrix, mosel.model, mosel.all_modality_index)
 
 
+def served_plan(profile: Profile, max_job_size: int = 64, num_levels: int = 20) -> MoselPlan:
+    """The plan file a replica would read: the matrix on mean latencies, batches up to the job
+    size (the same matrix `build_tables` builds)."""
+    return build_mosel_plan(profile, max_job_size, num_levels, "mean", max_job_size)
+
+
+def served_schedulers(profile: Profile, plan: MoselPlan, policy: str,
+                      seed: int) -> Callable[[int], Scheduler]:
+    """Worker i's scheduler as a replica builds it (`make_scheduler("mosel", ...)`): a
+    `MoselScheduler` over `plan`, its random policy seeded seed + i as in the paper setting."""
+    return lambda i: MoselScheduler(profile, plan, MoselParams(policy=policy, seed=seed + i))
+
+
+def _simulate(tables: ModalityTables, profile: Profile, policy: str, num_workers: int,
+              seed: int, plan: MoselPlan | None) -> MoselSimulation | ServedMoselSimulation:
+    """The paper setting without a plan, the served one with the replicas' plan."""
+    if plan is None:
+        return MoselSimulation(tables, policy, num_workers, seed)
+    return ServedMoselSimulation(tables, served_schedulers(profile, plan, policy, seed),
+                                 num_workers)
+
+
 def run_mosel_experiment(profile: str | Profile = "tvlt-like",
                          policies: tuple[str, ...] = POLICY_NAMES, seed: int = 0,
-                         num_workers: int = 1, *, data_dir: Path, max_job_size: int = 64, num_levels: int = 20,
+                         num_workers: int = 1, *, data_dir: Path, setting: str = "served",
+                         max_job_size: int = 64, num_levels: int = 20,
                          min_qps: float = 5.0, peak_capacity_factor: float = 2.0,
                          queue_allowance_s: tuple[float, float] = (0.5, 2.0)) -> dict[str, Any]:
-    """Run every policy on the same seeded jobs; returns per-policy summaries and ratios. The
-    load follows the Twitter trace in `data_dir` (the shared data directory)."""
+    """Run every policy on the same seeded jobs in `setting` ("served" or "paper", see the
+    module doc); returns per-policy summaries and ratios. The load follows the Twitter trace in
+    `data_dir` (the shared data directory)."""
+    if setting not in SETTINGS:
+        raise ValueError(f"unknown MOSEL setting {setting!r}; valid: {list(SETTINGS)}")
     prof = load_profile(profile) if isinstance(profile, str) else profile
     tables = build_tables(prof, max_job_size, num_levels)
     capacity = all_modality_capacity_qps(tables, max_job_size) * num_workers
@@ -178,16 +207,18 @@ def run_mosel_experiment(profile: str | Profile = "tvlt-like",
     solo = [tables.agnostic(n).latency_s for n in range(1, max_job_size + 1)]
     jobs = generate_jobs(spec, qps, solo, random.Random(seed))
     horizon = len(qps) * spec.step_s
+    plan = None if setting == "paper" else served_plan(prof, max_job_size, num_levels)
+    causes = PAPER_CAUSES if plan is None else SERVED_CAUSES
     results: dict[str, Any] = {}
     for name in policies:
-        sim = MoselSimulation(tables, name, num_workers, seed)
-        results[name] = summarize(sim.run(jobs), sim.decision_s, horizon, spec.step_s)
+        sim = _simulate(tables, prof, name, num_workers, seed, plan)
+        results[name] = summarize(sim.run(jobs), sim.decision_s, horizon, spec.step_s, causes)
     base = results.get("none", {}).get("met_both_slos", 0)
     ratios = {name: (r["met_both_slos"] / base if base else float("inf"))
               for name, r in results.items()}
     return {
         "profile": prof.name, "variants": list(tables.model.names),
-        "accuracy": list(acc), "seed": seed, "num_workers": num_workers,
+        "accuracy": list(acc), "seed": seed, "num_workers": num_workers, "setting": setting,
         "all_modality_capacity_qps": capacity, "qps_steps": qps,
         "num_jobs": len(jobs), "num_requests": sum(j.num_requests for j in jobs),
         "policies": results, "met_both_vs_none": ratios,

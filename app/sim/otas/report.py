@@ -64,7 +64,8 @@ def experiment_report(config: dict[str, Any], runs: dict[str, SimRun],
 def otas_table(report: dict[str, Any]) -> str:
     """The per-policy table printed by the CLI and scripts/bench_otas.py."""
     base, cfg = report["baseline"], report["config"]
-    lines = [f"trace: {cfg['duration_s']} s, {cfg['num_queries']} queries "
+    lines = [f"setting: {cfg.get('setting', 'paper')} (docs/otas.md)",
+             f"trace: {cfg['duration_s']} s, {cfg['num_queries']} queries "
              f"(mean {cfg.get('mean_qps', 0.0):.0f} req/s, {cfg['min_qps']:.0f}-"
              f"{cfg['max_qps']:.0f}, level skew {cfg.get('level_skew')}), seed {cfg['seed']}; "
              f"profile {cfg['profile']} (serving efficiency {cfg.get('serving_efficiency')}); "

@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any, cast
 
 from ray.serve import Application
+from ray.serve.config import BackpressureConfig
 from ray.serve.deployment import Deployment
 
-from app.config import AppConfig, ClassifierConfig, PathsConfig
+from app.config import AppConfig, ClassifierConfig, HttpConfig, PathsConfig
 from app.controller.controller import Controller
 from deployments.classifier.deployment import Classifier
 from deployments.classifier.policy_setup import read_plan
+from deployments.ingress.admission import FamilyCapacity
 from deployments.ingress.catalog import Catalog, family_info
 from deployments.ingress.deployment import Ingress
 from deployments.preprocess import Preprocess
@@ -139,10 +141,25 @@ def bind_graph(cfg: AppConfig, catalog: Catalog,
         max_ongoing_requests=cfg.http.max_ongoing_requests,
     ).bind([c.name for c in cfg.classifiers], data["paths"]["models_dir"], classifiers,
            cfg.http.deadline_grace_s)
-    return _deployment(Ingress).options(
-        num_replicas=cfg.http.num_replicas, ray_actor_options=side,
-        max_ongoing_requests=cfg.http.max_ongoing_requests,
-    ).bind(catalog, data["http"], preprocess, controller)
+    return _deployment(Ingress).options(**ingress_options(cfg.http)).bind(
+        catalog, data["http"], preprocess, controller, family_capacity(cfg))
+
+
+def ingress_options(http: HttpConfig) -> dict[str, Any]:
+    """Serve's own admission for the ingress: beyond `max_ongoing_requests` per replica the
+    proxy queues at most `max_queued_requests` and refuses the rest itself (status and
+    Retry-After from the config), without running the ingress's Python."""
+    return {"num_replicas": http.num_replicas, "ray_actor_options": http.ray_actor_options,
+            "max_ongoing_requests": http.max_ongoing_requests,
+            "max_queued_requests": (-1 if http.max_queued_requests is None
+                                    else http.max_queued_requests),
+            "backpressure_config": BackpressureConfig(
+                status_code=http.backpressure_status_code,
+                retry_after_s=http.backpressure_retry_after_s)}
+
+
+def family_capacity(cfg: AppConfig) -> dict[str, FamilyCapacity]:
+    return {c.name: FamilyCapacity(c.num_replicas, c.max_queued_items) for c in cfg.classifiers}
 
 
 def build_app(args: dict[str, Any]) -> Application:

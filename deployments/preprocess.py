@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +20,31 @@ import torch
 from ray import serve
 
 from deployments.dispatch import submit_with_deadline
-from deployments.handles import await_response
+from deployments.handles import warm_handles
 from deployments.models.base import InputError
-from deployments.wire import ClassifyCall, ClassifyOutcome, DecodeResult, InputProblem, WorkItem
+from deployments.wire import (
+    ClassifyCall,
+    ClassifyOutcome,
+    DecodeResult,
+    InputProblem,
+    ItemResult,
+    ItemStatus,
+    WorkItem,
+)
 
 log = logging.getLogger(__name__)
 
 
-def decode_items(model: Any, task: str, items: tuple[dict[str, Any], ...]) -> DecodeResult:
+def decode_items(model: Any, task: str, items: tuple[dict[str, Any], ...],
+                 lost: Callable[[], bool] = lambda: False) -> DecodeResult:
     """Decode every item with `model.decode`; the first problem found is returned, naming the
-    item. Anything decode raises besides InputError is reported as an internal error."""
+    item. Before each item `lost()` is asked whether the call's deadline can still be met: once
+    it cannot, the rest is not decoded (a huge job stops costing decode time at its deadline).
+    Anything decode raises besides InputError is reported as an internal error."""
     decoded: list[dict[str, Any]] = []
     for i, inputs in enumerate(items):
+        if lost():
+            return DecodeResult(items=tuple(decoded), deadline_lost=True)
         where = f"items[{i}]" if len(items) > 1 else "inputs"
         try:
             decoded.append(model.decode(inputs, task))
@@ -41,6 +56,18 @@ def decode_items(model: Any, task: str, items: tuple[dict[str, Any], ...]) -> De
                 "internal_error", f"{where}: decoding failed: {type(exc).__name__}: {exc}",
                 where))
     return DecodeResult(items=tuple(decoded))
+
+
+def deadline_lost(call: ClassifyCall, clock: Callable[[], float] = time.time) -> Callable[[], bool]:
+    """Whether `call` can no longer make its deadline: not even the fastest variant on an empty
+    replica would finish in time."""
+    return lambda: clock() + call.min_service_s > call.deadline_s
+
+
+def lost_results(call: ClassifyCall) -> tuple[ItemResult, ...]:
+    return tuple(ItemResult(i, ItemStatus.DEADLINE_EXCEEDED,
+                            error="deadline lost before the item was decoded")
+                 for i in call.item_ids)
 
 
 def to_wire(tensors: dict[str, Any]) -> dict[str, Any]:
@@ -71,21 +98,6 @@ def warm_decode(models: dict[str, Any]) -> None:
             log.warning("decode warm-up of %s failed", name, exc_info=True)
 
 
-async def warm_handles(handles: dict[str, Any], ready: set[str] | None = None,
-                       timeout_s: float = 600.0) -> None:
-    """Call `ping` on each handle until it answers, adding its name to `ready`: the first call
-    through a handle sets up its router, which would otherwise land on (and can exceed the SLO
-    of) the first real request; `ready` also tells health checks when the graph is up."""
-    for name, handle in handles.items():
-        try:
-            await await_response(handle.ping.remote(), timeout_s)
-        except Exception as exc:
-            log.warning("warming the handle of %s failed: %s", name, type(exc).__name__)
-            continue
-        if ready is not None:
-            ready.add(name)
-
-
 
 @serve.deployment(max_ongoing_requests=1000)
 class Preprocess:
@@ -110,20 +122,27 @@ class Preprocess:
         return {"ready": sorted(self.ready),
                 "waiting": sorted(set(self.classifiers) - self.ready)}
 
-    async def decode(self, family: str, task: str,
-                     inputs: tuple[dict[str, Any], ...]) -> DecodeResult:
+    async def decode(self, family: str, task: str, inputs: tuple[dict[str, Any], ...],
+                     lost: Callable[[], bool] = lambda: False) -> DecodeResult:
         model = self.models.get(family)
         if model is None:
             return DecodeResult(problem=InputProblem(
                 "unknown_model", f"model {family!r} is not served; valid: {sorted(self.models)}",
                 "model"))
-        return await asyncio.to_thread(decode_items, model, task, inputs)
+        return await asyncio.to_thread(decode_items, model, task, inputs, lost)
 
     async def classify(self, call: ClassifyCall) -> ClassifyOutcome:
-        """Decode, then queue at the family's classifier; one result per item, in order."""
-        decoded = await self.decode(call.family, call.task, call.inputs)
+        """Decode, then queue at the family's classifier; one result per item, in order. A call
+        whose deadline is lost (before or while decoding, e.g. after waiting for a decode
+        thread) is answered deadline_exceeded without decoding or sending the rest."""
+        lost = deadline_lost(call)
+        if lost():
+            return ClassifyOutcome(results=lost_results(call))
+        decoded = await self.decode(call.family, call.task, call.inputs, lost)
         if decoded.problem is not None:
             return ClassifyOutcome(problem=decoded.problem)
+        if decoded.deadline_lost or lost():
+            return ClassifyOutcome(results=lost_results(call))
         items = work_items(call, decoded.items)
         results = await submit_with_deadline(self.classifiers[call.family], items, self.grace_s)
         return ClassifyOutcome(results=tuple(results))

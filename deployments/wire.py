@@ -38,6 +38,7 @@ class DecodeResult:
 
     items: tuple[dict[str, Any], ...] = ()
     problem: InputProblem | None = None
+    deadline_lost: bool = False  # decoding stopped: the call's deadline could no longer be met
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class ClassifyCall:
     utility: float = 1.0
     min_accuracy: float | None = None
     job_id: str | None = None
+    min_service_s: float = 0.0  # the fastest variant's batch-1 time: less slack than this is lost
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,13 @@ each request is sent at its scheduled time whatever happened to earlier ones (on
 per request, one aiohttp session with a pool larger than the expected concurrency). Payloads are
 prebuilt JSON bytes from the model's held-out examples, cycled in order. Every request gets
 exactly one `RequestRecord` (per item for jobs): timeouts and transport errors are recorded as
-such, never dropped.
+such, never dropped; a 429 or 503 is a refusal (admission said no), kept with its Retry-After
+and the client latency of the refusal, which is the point of refusing.
+
+Each request carries `X-Request-Start: t=<unix seconds at send>` (the load balancers'
+convention) unless `request_start_header` is off, so that a server which honours it starts its
+clock where the client's starts; the server's own verdict (`decision.deadline_met`,
+`latency_ms`) is kept beside the client's to compare the two.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ class LoadgenConfig:
     max_connections: int = 4096
     start_delay_s: float = 0.2  # between building the schedule and the first send
     data_dir: Path | None = None  # the shared data directory; the twitter trace is read there
+    request_start_header: bool = True  # send X-Request-Start with the send time
 
     def __post_init__(self) -> None:
         if self.job_size < 1:
@@ -66,6 +73,24 @@ def trace_data_dir(trace: TraceSpec, override: str | Path | None = None) -> Path
     from profiling.paths import shared_data_dir
 
     return shared_data_dir(override)
+
+
+REQUEST_START = "X-Request-Start"
+REFUSAL_STATUSES = (429, 503)
+
+
+def request_start_value(unix_s: float) -> str:
+    """The header value for a request sent at `unix_s` (wall clock, so the server can compare
+    it with its own; microseconds, as the convention writes them)."""
+    return f"t={unix_s:.6f}"
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Seconds of a Retry-After header in its delta-seconds form; None if absent or a date."""
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -127,13 +152,27 @@ def _result_record(base: dict[str, Any], res: Any, label: int | None) -> Request
         queue_ms=dec.get("queue_ms"), compute_ms=dec.get("compute_ms"),
         expected_accuracy=dec.get("expected_accuracy"), replica=dec.get("replica"),
         job_id=res.get("job_id"), error=res.get("error"), server_ms=res.get("latency_ms"),
-        dispatch_ms=dec.get("dispatch_ms"))
+        dispatch_ms=dec.get("dispatch_ms"), server_deadline_met=_server_verdict(res, dec))
+
+
+def _server_verdict(res: dict[str, Any], decision: dict[str, Any]) -> bool | None:
+    """Whether the server says it met the deadline: its decision's flag for an answer, False
+    for its own deadline_exceeded, None where it says nothing (shed)."""
+    if res["status"] == "deadline_exceeded":
+        return False
+    met = decision.get("deadline_met")
+    return met if isinstance(met, bool) else None
 
 
 def parse_response(base: dict[str, Any], status: int, text: bytes, payload: Payload,
-                   is_job: bool) -> list[RequestRecord]:
+                   is_job: bool, retry_after: float | None = None) -> list[RequestRecord]:
     """Records (one per item) from an HTTP answer; anything unexpected is an "error" record."""
     n = len(payload.labels)
+    if status in REFUSAL_STATUSES:  # before parsing: Serve's proxy refuses in plain text
+        return [RequestRecord(**{**base, "index": base["index"] + j}, outcome="refused",
+                              label=payload.labels[j], retry_after_s=retry_after,
+                              error=text[:200].decode("utf-8", errors="replace"))
+                for j in range(n)]
 
     def errors(msg: str) -> list[RequestRecord]:
         return [RequestRecord(**{**base, "index": base["index"] + j}, outcome="error",
@@ -164,11 +203,14 @@ async def _send(session: aiohttp.ClientSession, cfg: LoadgenConfig, payload: Pay
     start = time.perf_counter()
     base: dict[str, Any] = {"index": index, "scheduled_s": scheduled_s, "sent_s": sent_s}
     n = len(payload.labels)
+    headers = {"content-type": "application/json"}
+    if cfg.request_start_header:
+        headers[REQUEST_START] = request_start_value(time.time())
     try:
-        async with session.post(cfg.endpoint(), data=payload.body,
-                                headers={"content-type": "application/json"}) as resp:
+        async with session.post(cfg.endpoint(), data=payload.body, headers=headers) as resp:
             text = await resp.read()
             status = resp.status
+            retry_after = retry_after_s(resp.headers.get("Retry-After"))
     except TimeoutError:
         return [RequestRecord(**{**base, "index": index + j}, outcome="timeout",
                               label=payload.labels[j], error="no answer within timeout")
@@ -179,7 +221,7 @@ async def _send(session: aiohttp.ClientSession, cfg: LoadgenConfig, payload: Pay
                 for j in range(n)]
     base["latency_ms"] = 1000.0 * (time.perf_counter() - start)
     base["status_code"] = status
-    return parse_response(base, status, text, payload, cfg.job_size > 1)
+    return parse_response(base, status, text, payload, cfg.job_size > 1, retry_after)
 
 
 async def run_load_async(cfg: LoadgenConfig, payloads: list[Payload]) -> LoadResult:
@@ -216,8 +258,6 @@ def run_load(cfg: LoadgenConfig, payloads: list[Payload]) -> LoadResult:
 def payloads_from_model(cfg: LoadgenConfig, limit: int = 512,
                         models_dir: str | None = None) -> list[Payload]:
     """Held-out test examples of the model family (wire form, with labels) as payloads."""
-    from pathlib import Path
-
     from deployments.models.registry import load_model
 
     model = (load_model(cfg.model) if models_dir is None
@@ -235,6 +275,7 @@ def format_summary(s: LoadSummary) -> str:
         ("ok", f"{s.ok}"),
         ("deadline_exceeded", f"{s.deadline_exceeded}"),
         ("shed", f"{s.shed}"),
+        ("refused", f"{s.refused}"),
         ("errors / timeouts", f"{s.errors} / {s.timeouts}"),
         ("goodput", f"{s.goodput_qps:.2f} ok-within-SLO/s ({s.satisfied} answers)"),
         ("SLO attainment", f"{100 * s.slo_attainment:.2f}% of sent, "

@@ -1,9 +1,11 @@
 """The HTTP ingress (FastAPI inside a Serve deployment).
 
 Routes: POST /v1/classify, POST /v1/jobs, GET /v1/models, GET /v1/status, GET /healthz,
-GET /metrics. Every request gets exactly one JSON answer (metrics: Prometheus text); errors are
-`ErrorResponse` bodies (see deployments.ingress.errors for the table). The FastAPI app is built per
-replica by `__serve_build_asgi_app__`, so routes close over the replica's own state.
+GET /metrics. The classify/jobs handlers take the request's arrival (`clock.py`: the
+X-Request-Start header when believed) before anything else. Every request gets exactly one JSON
+answer (metrics: Prometheus text); errors are `ErrorResponse` bodies (see
+deployments.ingress.errors for the table). The FastAPI app is built per replica by
+`__serve_build_asgi_app__`, so routes close over the replica's own state.
 """
 
 from __future__ import annotations
@@ -17,39 +19,21 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from ray import serve
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from deployments.handles import await_response
+from deployments.handles import await_response, warm_handles
+from deployments.ingress.admission import Admission, FamilyCapacity
 from deployments.ingress.catalog import Catalog
+from deployments.ingress.clock import HEADER, Arrival, arrival_from
 from deployments.ingress.config import HttpConfig
 from deployments.ingress.errors import ApiError, error_response
+from deployments.ingress.metrics import IngressMetrics
 from deployments.ingress.service import IngressService
-from deployments.preprocess import warm_handles
 
 log = logging.getLogger(__name__)
 CONTROL_TIMEOUT_S = 3.0
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
-
-
-class IngressMetrics:
-    """HTTP counters of this ingress replica (its own registry, no process globals)."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
-        self.requests = Counter("adaptserve_http_requests", "HTTP requests by route and code",
-                                ["route", "code"], registry=self.registry)
-        self.latency = Histogram("adaptserve_http_latency_seconds", "HTTP latency by route",
-                                 ["route"], registry=self.registry,
-                                 buckets=(0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10))
-
-    def observe(self, route: str, code: int, seconds: float) -> None:
-        self.requests.labels(route, str(code)).inc()
-        self.latency.labels(route).observe(seconds)
-
-    def text(self) -> str:
-        return generate_latest(self.registry).decode()
 
 
 async def guarded(route: str, metrics: IngressMetrics,
@@ -96,12 +80,15 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
 
     @app.post("/v1/classify")
     async def classify(request: Request) -> Response:
+        arrival = _arrival(request, service.http, metrics)
         return await guarded("classify", metrics,
-                             lambda: _body(request, service.classify, limit))
+                             lambda: _body(request, arrival, service.classify, limit))
 
     @app.post("/v1/jobs")
     async def jobs(request: Request) -> Response:
-        return await guarded("jobs", metrics, lambda: _body(request, service.job, limit))
+        arrival = _arrival(request, service.http, metrics)
+        return await guarded("jobs", metrics,
+                             lambda: _body(request, arrival, service.job, limit))
 
     @app.get("/v1/models")
     async def models() -> Response:
@@ -146,24 +133,40 @@ def _const(value: Any) -> Callable[[], Awaitable[Any]]:
     return get
 
 
-async def _body(request: Request, handle: Callable[[bytes], Awaitable[Any]], limit: int) -> Any:
+def _arrival(request: Request, http: HttpConfig, metrics: IngressMetrics) -> Arrival:
+    """The request's clock start, taken first thing in the handler."""
+    arrival = arrival_from(request.headers.get(HEADER), time.time(),
+                           http.request_start_max_skew_s, http.request_start_max_age_s)
+    metrics.observe_arrival(arrival)
+    return arrival
+
+
+async def _body(request: Request, arrival: Arrival,
+                handle: Callable[[bytes, Arrival], Awaitable[Any]], limit: int) -> Any:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise ApiError("payload_too_large",
                        f"request body is {declared} bytes; the limit is {limit}")
-    return await handle(await request.body())
+    return await handle(await request.body(), arrival)
 
 
-@serve.deployment(max_ongoing_requests=1000)
+@serve.deployment(max_ongoing_requests=256)
 @serve.ingress()
 class Ingress:
+    """Imports no torch (tests/unit/test_ingress_admission.py): the ingress process only parses,
+    admits and forwards."""
+
     # async: lets the replica start warming its handle in the background
     async def __init__(self, catalog: Catalog, http: dict[str, Any],  # type: ignore[misc]
-                       preprocess: Any, controller: Any) -> None:
+                       preprocess: Any, controller: Any,
+                       capacity: dict[str, FamilyCapacity]) -> None:
+        """`capacity`: each served family's classifier replicas and queue bound (admission)."""
         self.http = HttpConfig.model_validate(http)
-        self.service = IngressService(catalog, self.http, preprocess)
-        self.controller = controller
         self.metrics = IngressMetrics()
+        admission = Admission(catalog, capacity, self.http.num_replicas,
+                              self.http.max_job_queue_share)
+        self.service = IngressService(catalog, self.http, preprocess, admission, self.metrics)
+        self.controller = controller
         self._warm = asyncio.get_running_loop().create_task(
             warm_handles({"preprocess": preprocess}, timeout_s=120.0))
 

@@ -6,12 +6,14 @@
 | invalid_request      | 422    | wrong or missing fields / types (pydantic errors, reformatted) |
 | invalid_slo          | 422    | SLO latency not positive (or other SLO field invalid) |
 | payload_too_large    | 413    | body over `http.max_body_bytes` |
+| job_too_large        | 413    | a job with more items than `http.max_items_per_job` |
 | unknown_model        | 404    | `model` is not a served family |
 | unknown_task         | 422    | `task` is not a task of the family |
 | missing_modality     | 422    | an input modality the family needs is absent |
 | unknown_modality     | 422    | an input key is not a modality of the family |
 | invalid_input        | 422    | decode rejected a value (bad base64, not an image, wrong shape) |
 | slo_unachievable     | 422    | SLO below the fastest variant's profiled latency |
+| overloaded           | 429    | admission: the deadline cannot be met (with Retry-After) |
 | not_found            | 404    | no such route |
 | method_not_allowed   | 405    | wrong HTTP method |
 | internal_error       | 500    | a server fault (the replica keeps running) |
@@ -33,7 +35,7 @@ STATUS_BY_TYPE = {
     "malformed_json": 400, "invalid_request": 422, "invalid_slo": 422,
     "payload_too_large": 413, "unknown_model": 404, "unknown_task": 422,
     "missing_modality": 422, "unknown_modality": 422, "invalid_input": 422,
-    "slo_unachievable": 422, "not_found": 404, "method_not_allowed": 405,
+    "slo_unachievable": 422, "job_too_large": 413, "overloaded": 429, "not_found": 404, "method_not_allowed": 405,
     "internal_error": 500, "replica_unavailable": 503, "controller_unavailable": 503,
     "not_ready": 503,
 }
@@ -43,21 +45,25 @@ class ApiError(Exception):
     """Raised inside request handling; turned into an ErrorResponse by the route wrapper."""
 
     def __init__(self, type_: str, message: str, field: str | None = None,
-                 status: int | None = None) -> None:
+                 status: int | None = None, retry_after_s: int | None = None) -> None:
         super().__init__(message)
         self.type = type_
         self.message = message
         self.field = field
         self.status = status or STATUS_BY_TYPE.get(type_, 500)
+        self.retry_after_s = retry_after_s
 
     def response(self) -> JSONResponse:
-        return error_response(self.status, self.type, self.message, self.field)
+        return error_response(self.status, self.type, self.message, self.field,
+                              self.retry_after_s)
 
 
-def error_response(status: int, type_: str, message: str,
-                   field: str | None = None) -> JSONResponse:
+def error_response(status: int, type_: str, message: str, field: str | None = None,
+                   retry_after_s: int | None = None) -> JSONResponse:
+    """The JSON answer; `retry_after_s` (whole seconds) becomes a `Retry-After` header."""
     body = ErrorResponse(error=ErrorBody(type=type_, message=message, field=field))
-    return JSONResponse(status_code=status, content=body.model_dump())
+    headers = None if retry_after_s is None else {"Retry-After": str(retry_after_s)}
+    return JSONResponse(status_code=status, content=body.model_dump(), headers=headers)
 
 
 def _loc(loc: tuple[Any, ...]) -> str:

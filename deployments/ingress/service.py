@@ -1,6 +1,8 @@
-"""Request handling behind the HTTP routes: validate, check against the catalog, call
-preprocess (which forwards to the classifier), and shape the answer. Raises `ApiError` for
-anything that must become a 4xx/5xx ErrorResponse."""
+"""Request handling behind the HTTP routes: validate, check against the catalog, admit (or
+refuse before any decode or model time), call preprocess (which forwards to the classifier),
+and shape the answer. Raises `ApiError` for anything that must become a 4xx/5xx ErrorResponse.
+Deadlines count from the request's arrival (`clock.Arrival`: the X-Request-Start header when
+believed), so the time before the ingress handler is part of the answer's latency."""
 
 from __future__ import annotations
 
@@ -13,9 +15,12 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from deployments.handles import await_response
+from deployments.ingress.admission import Admission
 from deployments.ingress.catalog import Catalog, FamilyInfo, TaskInfo
+from deployments.ingress.clock import Arrival
 from deployments.ingress.config import HttpConfig
 from deployments.ingress.errors import ApiError, from_validation
+from deployments.ingress.metrics import IngressMetrics
 from deployments.ingress.schemas import (
     ClassifyRequest,
     ClassifyResponse,
@@ -95,42 +100,87 @@ def to_response(r: ItemResult, arrival_s: float, now_s: float) -> ClassifyRespon
 
 
 class IngressService:
-    def __init__(self, catalog: Catalog, http: HttpConfig, preprocess: Any) -> None:
+    def __init__(self, catalog: Catalog, http: HttpConfig, preprocess: Any,
+                 admission: Admission, metrics: IngressMetrics) -> None:
         self.catalog = catalog
         self.http = http
         self.preprocess = preprocess
+        self.admission = admission
+        self.metrics = metrics
 
-    async def classify(self, body: bytes) -> ClassifyResponse:
-        arrival = time.time()
+    def deadline_s(self, arrival: Arrival, slo: SLOSpec) -> float:
+        """Arrival + SLO - the response margin (at most half the SLO is reserved)."""
+        budget_ms = slo.latency_ms - min(self.http.response_margin_ms, slo.latency_ms / 2)
+        return arrival.time_s + budget_ms / 1000.0
+
+    def admit(self, family: FamilyInfo, task: TaskInfo, deadline_s: float) -> None:
+        """Refuse now (429 overloaded, Retry-After) what cannot be answered by its deadline."""
+        if not self.http.deadline_admission:
+            return
+        refusal = self.admission.check(family, task, time.time(), deadline_s)
+        if refusal is not None:
+            self.metrics.refused.labels(family.name, "overloaded").inc()
+            raise ApiError("overloaded", refusal.message, retry_after_s=refusal.retry_after_s)
+
+    async def classify(self, body: bytes, arrival: Arrival) -> ClassifyResponse:
         req = parse_body(body, ClassifyRequest, self.http.max_body_bytes)
         family, task = resolve(self.catalog, req.model, req.task, req.slo)
         check_modalities(family, req.inputs, "inputs")
-        results = await self._run(family, task, [req.inputs], req.slo, arrival, None)
+        deadline_s = self.deadline_s(arrival, req.slo)
+        self.admit(family, task, deadline_s)
+        results = await self._run(family, task, [req.inputs], req.slo, arrival.time_s,
+                                  deadline_s, None)
         r = results[0]
         if r.status is ItemStatus.ERROR:
             raise ApiError(r.error_type or "internal_error",
                            f"request {r.item_id}: {r.error or 'internal error'}")
-        return to_response(r, arrival, time.time())
+        return to_response(r, arrival.time_s, time.time())
 
-    async def job(self, body: bytes) -> JobResponse:
-        arrival = time.time()
+    async def job(self, body: bytes, arrival: Arrival) -> JobResponse:
         req = parse_body(body, JobRequest, self.http.max_body_bytes)
+        limit = self.http.max_items_per_job
+        if len(req.items) > limit:
+            self.metrics.refused.labels(req.model, "job_too_large").inc()
+            raise ApiError("job_too_large", f"a job holds at most {limit} items "
+                           f"(http.max_items_per_job); this one has {len(req.items)}", "items")
         family, task = resolve(self.catalog, req.model, req.task, req.slo)
         for i, item in enumerate(req.items):
             check_modalities(family, item, f"items[{i}]")
+        deadline_s = self.deadline_s(arrival, req.slo)
+        self.admit(family, task, deadline_s)
+        room = self.admission.job_room(family.name, len(req.items))
+        if room.admitted == 0:
+            self.metrics.refused.labels(family.name, "overloaded").inc()
+            raise ApiError("overloaded", f"{family.name} is overloaded: {room.reason}",
+                           retry_after_s=1)
         job_id = uuid.uuid4().hex
-        results = await self._run(family, task, req.items, req.slo, arrival, job_id)
+        results = await self._run(family, task, req.items[:room.admitted], req.slo,
+                                  arrival.time_s, deadline_s, job_id)
+        if room.shed:
+            self.metrics.shed_items.labels(family.name).inc(room.shed)
+            results += [ItemResult(uuid.uuid4().hex, ItemStatus.SHED,
+                                   error=f"shed at the ingress: {room.reason}")
+                        for _ in range(room.shed)]
         now = time.time()
-        return JobResponse(job_id=job_id, results=[to_response(r, arrival, now) for r in results])
+        return JobResponse(job_id=job_id,
+                           results=[to_response(r, arrival.time_s, now) for r in results])
 
     async def _run(self, family: FamilyInfo, task: TaskInfo, inputs: list[dict[str, Any]],
-                   slo: SLOSpec, arrival: float, job_id: str | None) -> list[ItemResult]:
+                   slo: SLOSpec, arrival_s: float, deadline_s: float,
+                   job_id: str | None) -> list[ItemResult]:
         ids = tuple(uuid.uuid4().hex for _ in inputs)
-        budget_ms = slo.latency_ms - min(self.http.response_margin_ms, slo.latency_ms / 2)
         call = ClassifyCall(family=family.name, task=task.task, inputs=tuple(inputs),
-                            item_ids=ids, arrival_s=arrival,
-                            deadline_s=arrival + budget_ms / 1000.0, utility=slo.utility,
-                            min_accuracy=slo.min_accuracy, job_id=job_id)
+                            item_ids=ids, arrival_s=arrival_s, deadline_s=deadline_s,
+                            utility=slo.utility, min_accuracy=slo.min_accuracy, job_id=job_id,
+                            min_service_s=task.fastest().latency_ms / 1000.0)
+        self.admission.begin(family.name, len(ids))
+        ahead, sent_s = self.admission.inflight(family.name), time.time()
+        try:
+            return await self._call(call)
+        finally:
+            self.admission.end(family.name, len(ids), ahead, time.time() - sent_s)
+
+    async def _call(self, call: ClassifyCall) -> list[ItemResult]:
         timeout = min(call.deadline_s - time.time() + self.http.deadline_grace_s
                       + PREPROCESS_MARGIN_S, self.http.request_timeout_s)
         response = self.preprocess.classify.remote(call)
@@ -139,7 +189,7 @@ class IngressService:
         except TimeoutError:
             response.cancel()
             return [ItemResult(i, ItemStatus.DEADLINE_EXCEEDED,
-                               error="no answer before the deadline") for i in ids]
+                               error="no answer before the deadline") for i in call.item_ids]
         except Exception as exc:
             log.warning("preprocess call failed: %s", exc)
             raise ApiError("replica_unavailable",
@@ -148,4 +198,3 @@ class IngressService:
             p = outcome.problem
             raise ApiError(p.type, p.message, p.field)
         return list(outcome.results)
-

@@ -132,3 +132,11 @@ def test_empty_job_rejected(server: Server) -> None:
 def test_unknown_route_is_json(server: Server) -> None:
     error_of(server.get("/v1/nothing"), 404, "not_found")
     error_of(server.get("/v1/classify"), 405, "method_not_allowed")
+
+
+def test_job_over_the_item_cap(server: Server, examples) -> None:
+    task = next(iter(examples["vit"]))
+    item = dict(examples["vit"][task][0].inputs)
+    b = {"model": "vit", "items": [item] * 257, "slo": {"latency_ms": 3000.0}}
+    err = error_of(server.post("/v1/jobs", b), 413, "job_too_large")
+    assert "at most 256 items" in err["message"] and err["field"] == "items"

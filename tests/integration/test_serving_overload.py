@@ -1,4 +1,5 @@
-"""Overload is answered explicitly: shed beyond the queue bound, deadline_exceeded when late."""
+"""Overload is answered explicitly: shed beyond the queue bound (and a job's share of it),
+deadline_exceeded when late, 429 overloaded when the deadline cannot be met."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ def test_job_beyond_queue_bound_is_shed(server: Server, examples) -> None:
     assert len(results) == 40 and {x["status"] for x in results} <= ANSWERED
     shed = [x for x in results if x["status"] == "shed"]
     assert len(shed) >= 40 - 16
+    # one job holds at most half the family's queue (http.max_job_queue_share): shed at once
+    assert sum("shed at the ingress" in x["error"] for x in shed) >= 40 - 8
     assert all(x["error"] and x["prediction"] is None for x in shed)
     assert any(x["status"] == "ok" for x in results)
 
@@ -38,6 +41,10 @@ def test_burst_with_tight_slo_gets_explicit_drops(server: Server, examples, cata
         r = server.post("/v1/classify", {"model": "vit", "task": task,
                                          "inputs": pool[i % len(pool)].inputs,
                                          "slo": {"latency_ms": slo_ms}})
+        if r.status_code == 429:  # refused at the ingress: deadline cannot be met
+            assert int(r.headers["retry-after"]) >= 1
+            assert r.json()["error"]["type"] == "overloaded"
+            return {"status": "refused"}
         assert r.status_code == 200, r.text
         return r.json()
 
@@ -46,10 +53,10 @@ def test_burst_with_tight_slo_gets_explicit_drops(server: Server, examples, cata
         out = list(ex.map(send, range(48)))
     assert time.time() - start < 60
     statuses = [x["status"] for x in out]
-    assert set(statuses) <= ANSWERED
+    assert set(statuses) <= ANSWERED | {"refused"}
     assert any(s != "ok" for s in statuses), statuses
     for x in out:
-        if x["status"] != "ok":
+        if x["status"] in ("deadline_exceeded", "shed"):
             assert x["error"] and x["prediction"] is None
-        else:
+        elif x["status"] == "ok":
             assert x["decision"]["variant"]

@@ -30,11 +30,15 @@ def kill_replica(deployment: str) -> str:
 
 
 def check_answer(r: HttpResponse) -> str:
-    """One JSON answer: a result (200) or an explicit error (5xx ErrorResponse)."""
+    """One JSON answer: a result (200), a fast refusal (429 `overloaded` with Retry-After: the
+    ingress sees the drained replica's answers slow down) or an explicit error (5xx)."""
     body = r.json()
     if r.status_code == 200:
         assert body["status"] in OK_STATUSES, body
         return body["status"]
+    if r.status_code == 429:
+        assert body["error"]["type"] == "overloaded" and int(r.headers["retry-after"]) >= 1, r.text
+        return "overloaded"
     assert r.status_code in (500, 503), r.text
     assert body["error"]["type"] in ERROR_TYPES, body
     return body["error"]["type"]

@@ -30,3 +30,27 @@ def test_rayservice_serve_config_validates_and_matches_families() -> None:
     for app in apps:
         cfg = AppConfig.model_validate(app["args"])
         assert {c.name for c in cfg.classifiers} == {"family", "vit", "fusion"}
+
+
+def test_rayservice_admission_matches_serve_config() -> None:
+    """The front door's admission and clock keys are the same on a laptop and on KubeRay."""
+    local = _apps(yaml.safe_load((ROOT / "serve_config.yaml").read_text()))[0]["args"]["http"]
+    service = yaml.safe_load((ROOT / "deploy" / "rayservice.yaml").read_text())
+    kube = _apps(yaml.safe_load(service["spec"]["serveConfigV2"]))[0]["args"]["http"]
+    placement = {"ray_actor_options", "num_replicas", "preprocess_replicas"}
+    assert {k: v for k, v in local.items() if k not in placement} == \
+        {k: v for k, v in kube.items() if k not in placement}
+
+
+def test_ingress_options_give_serve_the_proxy_bounds() -> None:
+    from app.builder import ingress_options
+    from deployments.ingress.config import HttpConfig
+    from deployments.ingress.deployment import Ingress
+
+    http = HttpConfig(max_ongoing_requests=40, max_queued_requests=10,
+                      backpressure_status_code=429, backpressure_retry_after_s=2)
+    d = Ingress.options(**ingress_options(http))
+    assert (d.max_ongoing_requests, d.max_queued_requests) == (40, 10)
+    assert (d.backpressure_config.status_code, d.backpressure_config.retry_after_s) == (429, 2)
+    unbounded = Ingress.options(**ingress_options(HttpConfig(max_queued_requests=None)))
+    assert unbounded.max_queued_requests == -1

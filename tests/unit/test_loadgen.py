@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +19,8 @@ from app.bench.loadgen import (
     LoadgenConfig,
     build_payloads,
     format_summary,
+    request_start_value,
+    retry_after_s,
     run_load,
     trace_data_dir,
 )
@@ -30,6 +33,8 @@ from tests.conftest import needs_shared
 
 def _answer(inputs: dict[str, Any], rid: str) -> tuple[int, dict[str, Any]]:
     mode = inputs.get("mode", "ok")
+    if mode == "429":
+        return 429, {"error": {"type": "overloaded", "message": "try later"}}
     if mode == "500":
         return 500, {"error": {"type": "internal", "message": "boom"}}
     if mode in ("shed", "deadline_exceeded"):
@@ -50,6 +55,7 @@ class FakeServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.received: list[float] = []
+        self.request_starts: list[str | None] = []  # X-Request-Start of each request
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -57,6 +63,7 @@ class FakeServer:
 
     async def _handle(self, request: web.Request) -> web.Response:
         self.received.append(time.perf_counter())
+        self.request_starts.append(request.headers.get("X-Request-Start"))
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -64,12 +71,15 @@ class FakeServer:
             items = body["items"] if request.path == "/v1/jobs" else [body["inputs"]]
             if any(i.get("mode") == "hang" for i in items):
                 await asyncio.sleep(self.hang_s)
+            if any(i.get("mode") == "proxy_503" for i in items):  # Serve's plain-text refusal
+                return web.Response(status=503, text="Request dropped due to backpressure")
             await asyncio.sleep(self.delay_s)
             answers = [_answer(i, f"r{k}") for k, i in enumerate(items)]
             if request.path == "/v1/jobs":
                 return web.json_response({"job_id": "j1", "results": [a for _, a in answers]})
             status, data = answers[0]
-            return web.json_response(data, status=status)
+            headers = {"Retry-After": "2"} if status == 429 else None
+            return web.json_response(data, status=status, headers=headers)
         finally:
             self.in_flight -= 1
 
@@ -245,3 +255,41 @@ def test_twitter_trace_spec() -> None:
     tw = arrival_times(spec, shared_data_dir())
     per_s = np.bincount(tw.astype(int), minlength=60)
     assert 40 < per_s.mean() < 160 and tw.max() < 60.0
+
+
+def test_request_start_header_carries_the_send_time(server: FakeServer) -> None:
+    assert request_start_value(1732435200.1234567) == "t=1732435200.123457"
+    cfg = _cfg(server.url, qps=20.0, duration_s=0.5)
+    before = time.time()
+    run_load(cfg, build_payloads([({"pred": 0}, 0)], cfg))
+    after = time.time()
+    assert len(server.request_starts) == 10
+    for value in server.request_starts:
+        assert value is not None and re.fullmatch(r"t=\d+\.\d{6}", value)
+        assert before <= float(value[2:]) <= after
+    server.request_starts.clear()
+    cfg = _cfg(server.url, qps=20.0, duration_s=0.5, request_start_header=False)
+    run_load(cfg, build_payloads([({"pred": 0}, 0)], cfg))
+    assert server.request_starts == [None] * 10
+
+
+def test_refusals_are_their_own_outcome_with_retry_after(server: FakeServer) -> None:
+    items = [({"mode": "ok", "pred": 1}, 1), ({"mode": "429"}, 1), ({"mode": "proxy_503"}, 0),
+             ({"mode": "deadline_exceeded"}, 0)]
+    cfg = _cfg(server.url, qps=40.0, duration_s=1.0)
+    result = run_load(cfg, build_payloads(items, cfg))
+    s = result.summary
+    assert (s.sent, s.ok, s.refused, s.deadline_exceeded, s.errors) == (40, 10, 20, 10, 0)
+    assert s.answered == 40
+    assert s.slo_attainment_admitted == pytest.approx(10 / 20)  # refusals are not admitted
+    refused = [r for r in result.records if r.outcome == "refused"]
+    assert sorted({r.status_code for r in refused}) == [429, 503]
+    assert {r.retry_after_s for r in refused if r.status_code == 429} == {2.0}
+    assert {r.retry_after_s for r in refused if r.status_code == 503} == {None}
+    assert all(r.latency_ms is not None and r.latency_ms > 0 for r in refused)
+    assert "backpressure" in next(r.error or "" for r in refused if r.status_code == 503)
+    by_outcome = {r.outcome: r.server_deadline_met for r in result.records}
+    assert by_outcome == {"ok": True, "refused": None, "deadline_exceeded": False}
+    assert retry_after_s("3") == 3.0 and retry_after_s(None) is None
+    assert retry_after_s("Wed, 21 Oct 2026 07:28:00 GMT") is None
+    assert "refused" in format_summary(s)

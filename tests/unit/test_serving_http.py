@@ -1,15 +1,19 @@
-"""The ingress's HTTP layer without Ray: server faults become JSON 5xx answers, never a crash."""
+"""The ingress's HTTP layer without Ray: server faults become JSON 5xx answers, never a crash;
+admission refuses with 429 + Retry-After, the clock starts at X-Request-Start, jobs are bounded."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from deployments.ingress.admission import Admission, FamilyCapacity
 from deployments.ingress.catalog import Catalog, family_info
 from deployments.ingress.config import HttpConfig
-from deployments.ingress.deployment import IngressMetrics, build_http_app
+from deployments.ingress.deployment import build_http_app
+from deployments.ingress.metrics import IngressMetrics
 from deployments.ingress.service import IngressService
 from deployments.wire import ClassifyCall, ClassifyOutcome, ItemResult, ItemStatus
 from policies.profile import LatencyPoint, Profile, VariantProfile
@@ -47,14 +51,28 @@ class FakePreprocess:
         self.ping = _Method(lambda: {"ready": ["m"], "waiting": []})
 
 
-def client(answer: Any, http: HttpConfig | None = None) -> TestClient:
-    point = LatencyPoint(1, 1.0, 1.0, 1.0, 1.0)
+def catalog() -> Catalog:
+    point = LatencyPoint(1, 1.0, 1.0, 1.0, 1.0)  # ms: 1 ms at batch 1
     profile = Profile("m.t", "cpu", (VariantProfile(Variant("v", "v"), 0.8, (point,)),))
-    catalog = Catalog((family_info("m", ("image",), {"t": profile}, "fixed", "p95", 4),))
-    service = IngressService(catalog, http or HttpConfig(), FakePreprocess(answer))
+    return Catalog((family_info("m", ("image",), {"t": profile}, "fixed", "p95", 4),))
+
+
+def service_of(answer: Any, http: HttpConfig | None = None,
+               queue: int = 256) -> IngressService:
+    http = http or HttpConfig()
+    admission = Admission(catalog(), {"m": FamilyCapacity(1, queue)}, 1,
+                          http.max_job_queue_share)
+    return IngressService(catalog(), http, FakePreprocess(answer), admission, IngressMetrics())
+
+
+def client_of(service: IngressService) -> TestClient:
     controller = type("C", (), {"status": _Method(lambda: RuntimeError("down")),
                                 "metrics_text": _Method(lambda: "")})()
-    return TestClient(build_http_app(service, controller, IngressMetrics()))
+    return TestClient(build_http_app(service, controller, service.metrics))
+
+
+def client(answer: Any, http: HttpConfig | None = None) -> TestClient:
+    return client_of(service_of(answer, http))
 
 
 BODY = {"model": "m", "inputs": {"image": "x"}, "slo": {"latency_ms": 100}}
@@ -104,3 +122,101 @@ def test_response_margin_comes_out_of_the_replicas_deadline() -> None:
     c.post("/v1/classify", json={**BODY, "slo": {"latency_ms": 30}})  # at most half: 15
     budgets = [1000 * (call.deadline_s - call.arrival_s) for call in seen]
     assert budgets == pytest.approx([80.0, 15.0], abs=0.01)
+
+
+def ok_call(seen: list[ClassifyCall]) -> Any:
+    def answer(call: ClassifyCall) -> ClassifyOutcome:
+        seen.append(call)
+        return ClassifyOutcome(results=tuple(ItemResult(i, ItemStatus.OK, label=1, confidence=0.9)
+                                             for i in call.item_ids))
+    return answer
+
+
+def overloaded(r: Any) -> dict[str, Any]:
+    assert r.status_code == 429, r.text
+    retry = r.headers["retry-after"]
+    assert retry.isdigit() and int(retry) >= 1
+    err = r.json()["error"]
+    assert err["type"] == "overloaded" and "m is overloaded" in err["message"]
+    return dict(err, retry_after=int(retry))
+
+
+def test_request_start_header_starts_the_clock() -> None:
+    seen: list[ClassifyCall] = []
+    svc = service_of(ok_call(seen))
+    c = client_of(svc)
+    sent_s = time.time() - 0.05
+    r = c.post("/v1/classify", json={**BODY, "slo": {"latency_ms": 3000}},
+               headers={"X-Request-Start": f"t={sent_s:.6f}"})
+    assert r.status_code == 200, r.text
+    assert r.json()["latency_ms"] >= 50.0
+    assert seen[0].arrival_s == pytest.approx(sent_s, abs=1e-5)
+    assert seen[0].deadline_s == pytest.approx(sent_s + 3.0, abs=1e-5)
+    text = c.get("/metrics").text
+    assert "adaptserve_pre_ingress_seconds_count 1.0" in text
+    assert 'adaptserve_pre_ingress_seconds_bucket{le="0.025"} 0.0' in text
+
+
+def test_unbelievable_request_start_is_ignored_and_counted() -> None:
+    seen: list[ClassifyCall] = []
+    c = client_of(service_of(ok_call(seen)))
+    before = time.time()
+    for value in (f"t={time.time() + 3600:.3f}", "t=yesterday", f"{(time.time() - 7200) * 1e3:.0f}"):
+        assert c.post("/v1/classify", json=BODY, headers={"X-Request-Start": value}).status_code == 200
+    assert all(call.arrival_s >= before for call in seen)
+    text = c.get("/metrics").text
+    for reason in ("future", "malformed", "stale"):
+        assert f'adaptserve_request_start_ignored_total{{reason="{reason}"}} 1.0' in text
+    assert "adaptserve_pre_ingress_seconds_count 0.0" in text
+
+
+def test_request_already_late_is_refused_before_preprocess() -> None:
+    seen: list[ClassifyCall] = []
+    c = client_of(service_of(ok_call(seen)))
+    r = c.post("/v1/classify", json=BODY,  # SLO 100 ms, sent 150 ms ago
+               headers={"X-Request-Start": f"{(time.time() - 0.15) * 1e6:.0f}"})
+    overloaded(r)
+    assert seen == []
+    assert 'adaptserve_admission_refused_total{family="m",reason="overloaded"} 1.0' in \
+        c.get("/metrics").text
+
+
+def test_expected_wait_refuses_with_retry_after_of_the_wait() -> None:
+    seen: list[ClassifyCall] = []
+    svc = service_of(ok_call(seen))
+    c = client_of(svc)
+    svc.admission.begin("m", 90)  # 90 items x 1 ms: 90 ms + 1 ms fastest fits an SLO of 100
+    assert c.post("/v1/classify", json=BODY).status_code == 200
+    svc.admission.begin("m", 2910)  # 3 s of work ahead
+    err = overloaded(c.post("/v1/classify", json=BODY))
+    assert err["retry_after"] == 3 and "3000 items in flight" in err["message"]
+    assert len(seen) == 1 and svc.admission.inflight("m") == 3000  # the answered one left
+    off = service_of(ok_call(seen), HttpConfig(deadline_admission=False))
+    off.admission.begin("m", 3000)
+    assert client_of(off).post("/v1/classify", json=BODY).status_code == 200
+
+
+def test_job_over_the_item_cap_is_413_naming_the_limit() -> None:
+    seen: list[ClassifyCall] = []
+    c = client(ok_call(seen), HttpConfig(max_items_per_job=3))
+    job = {"model": "m", "items": [{"image": "x"}] * 4, "slo": {"latency_ms": 1000}}
+    r = c.post("/v1/jobs", json=job)
+    assert r.status_code == 413, r.text
+    err = r.json()["error"]
+    assert err["type"] == "job_too_large" and "at most 3 items" in err["message"]
+    assert err["field"] == "items" and seen == []
+    assert c.post("/v1/jobs", json={**job, "items": job["items"][:3]}).status_code == 200
+
+
+def test_job_takes_at_most_its_share_of_the_queue_the_rest_shed_at_once() -> None:
+    seen: list[ClassifyCall] = []
+    svc = service_of(ok_call(seen), HttpConfig(max_job_queue_share=0.5), queue=8)
+    c = client_of(svc)
+    job = {"model": "m", "items": [{"image": "x"}] * 6, "slo": {"latency_ms": 1000}}
+    results = c.post("/v1/jobs", json=job).json()["results"]
+    assert [x["status"] for x in results] == ["ok"] * 4 + ["shed"] * 2
+    assert "room for 4 of this job's 6 items" in results[-1]["error"]
+    assert len(seen[0].inputs) == 4
+    svc.admission.begin("m", 8)  # the family's queue is taken: nothing of a new job fits
+    overloaded(c.post("/v1/jobs", json=job))
+    assert len(seen) == 1

@@ -2,11 +2,12 @@
 simulator so both report exactly the same metrics (pure: no I/O).
 
 Outcomes: "ok" (a prediction), "deadline_exceeded" and "shed" (answered by the server without a
-prediction), "error" (HTTP 4xx/5xx, connection failure, unparsable body) and "timeout" (no
-answer within the client's timeout). Every sent request has exactly one record.
+prediction), "refused" (HTTP 429/503: admission said no before doing the work), "error" (other
+HTTP 4xx/5xx, connection failure, unparsable body) and "timeout" (no answer within the client's
+timeout). Every sent request has exactly one record.
 
 - satisfied = outcome ok and client latency <= SLO; goodput = satisfied per second of the run;
-- admitted = sent - shed (the server refused only the shed ones);
+- admitted = sent - shed - refused (the server turned down only those);
 - accuracy of satisfied: fraction of satisfied answers whose label is right (the expected
   accuracy of the chosen variant stands in where the true label is unknown, as in the simulator).
 """
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-OUTCOMES = ("ok", "deadline_exceeded", "shed", "error", "timeout")
+OUTCOMES = ("ok", "deadline_exceeded", "shed", "refused", "error", "timeout")
 _EPS_MS = 1e-6
 
 
@@ -43,6 +44,8 @@ class RequestRecord:
     error: str | None = None
     server_ms: float | None = None  # the server's own latency (ingress arrival -> answer)
     dispatch_ms: float | None = None  # ingress arrival -> replica queue (part of queue_ms)
+    retry_after_s: float | None = None  # a refusal's Retry-After, where it gave one
+    server_deadline_met: bool | None = None  # the server's own verdict, where it gave one
 
     @property
     def correct(self) -> bool | None:
@@ -80,6 +83,7 @@ class LoadSummary:
     mean_batch_size: float
     max_send_lag_ms: float
     variant_share: dict[str, float]
+    refused: int = 0  # last, with a default: summaries saved before it existed still load
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,7 +116,7 @@ def summarize(records: list[RequestRecord], duration_s: float, slo_ms: float) ->
     sent = len(records)
     ok = [r for r in records if r.outcome == "ok"]
     sat = [r for r in ok if is_satisfied(r, slo_ms)]
-    admitted = sent - counts["shed"]
+    admitted = sent - counts["shed"] - counts["refused"]
     lat = [r.latency_ms for r in ok if r.latency_ms is not None]
     overhead = [r.latency_ms - r.compute_ms for r in ok
                 if r.latency_ms is not None and r.compute_ms is not None]
@@ -125,7 +129,7 @@ def summarize(records: list[RequestRecord], duration_s: float, slo_ms: float) ->
         duration_s=duration_s,
         slo_ms=slo_ms,
         sent=sent,
-        answered=counts["ok"] + counts["deadline_exceeded"] + counts["shed"],
+        answered=counts["ok"] + counts["deadline_exceeded"] + counts["shed"] + counts["refused"],
         ok=counts["ok"],
         deadline_exceeded=counts["deadline_exceeded"],
         shed=counts["shed"],
@@ -146,6 +150,7 @@ def summarize(records: list[RequestRecord], duration_s: float, slo_ms: float) ->
         mean_batch_size=_mean([float(r.batch_size) for r in ok if r.batch_size is not None]),
         max_send_lag_ms=max(lags) if lags else 0.0,
         variant_share={v: c / len(ok) for v, c in sorted(variants.items())},
+        refused=counts["refused"],
     )
 
 

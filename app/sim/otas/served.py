@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from enum import IntEnum
 
 from app.sim.kernel import Kernel
-from app.sim.otas.sim import SimRun
+from app.sim.otas.sim import SimRun, run_worker
 from app.sim.otas.trace import TraceQuery
 from policies.queue import DeadlineQueue, QueuedItem, RateWindow
 from policies.schedulers.base import BatchPlan, PendingItem, Scheduler
@@ -43,11 +43,7 @@ def simulate_served(trace: Sequence[TraceQuery], schedulers: Mapping[str, Schedu
     """Serve `trace` with `schedulers[task]` for each task in it; the batch latency is the
     profile's at the gamma of the variant the scheduler names."""
     worker = _ServedWorker(trace, schedulers, profile, rate_window_s, keep_problems)
-    worker.kernel.feed([q.request.arrival_s for q in trace], Priority.ARRIVAL, worker.on_arrival)
-    worker.kernel.run()
-    results = sorted(worker.results, key=lambda q: q.request_id)
-    return SimRun(tuple(results), dict(worker.gamma_batches), dict(worker.methods),
-                  tuple(worker.problems))
+    return run_worker(worker, trace, Priority.ARRIVAL)
 
 
 class _ServedWorker:

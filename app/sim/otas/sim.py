@@ -60,7 +60,24 @@ def simulate(trace: Sequence[TraceQuery], policy: TokenPolicy, profile: TokenPro
              batching: BatchingParams, rate_window_s: float = 1.0,
              keep_problems: bool = False) -> SimRun:
     worker = _Worker(trace, policy, profile, batching, rate_window_s, keep_problems)
-    worker.kernel.feed([q.request.arrival_s for q in trace], Priority.ARRIVAL, worker.on_arrival)
+    return run_worker(worker, trace, Priority.ARRIVAL)
+
+
+class WorkerRun(Protocol):
+    """What `run_worker` needs of a simulated OTAS worker (paper or served setting)."""
+
+    kernel: Kernel
+    results: list[QueryResult]
+    gamma_batches: Counter[int]
+    methods: Counter[str]
+    problems: list[AllocationProblem]
+
+    def on_arrival(self, now: float, i: int) -> None: ...
+
+
+def run_worker(worker: WorkerRun, trace: Sequence[TraceQuery], arrival_priority: int) -> SimRun:
+    """Feed the trace's arrivals to `worker`, run the kernel dry, collect its tallies."""
+    worker.kernel.feed([q.request.arrival_s for q in trace], arrival_priority, worker.on_arrival)
     worker.kernel.run()
     results = sorted(worker.results, key=lambda q: q.request_id)
     return SimRun(tuple(results), dict(worker.gamma_batches), dict(worker.methods),

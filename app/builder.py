@@ -1,6 +1,7 @@
 """`build_app(args) -> Application`: the serving graph (import path `app.builder:build_app`).
 
-    ingress (FastAPI) -> preprocess -> classifier_<family> (one deployment per family)
+    ingress (FastAPI) -> classifier_<family> (one deployment per family; decodes its inputs)
+           (or, with request_path.decode_at: preprocess, ingress -> preprocess -> classifier)
            \\-> controller <- classifier replicas report / fetch plans
 
 Before binding, missing or stale artifacts are made (models trained, profiles measured, plans
@@ -119,37 +120,58 @@ def _deployment(cls: Any) -> Deployment:
     return cast(Deployment, cls)
 
 
+def with_env(options: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """Ray actor options with `env` merged into their runtime_env's env_vars (the options'
+    own values win)."""
+    out = dict(options)
+    runtime_env = dict(out.get("runtime_env") or {})
+    runtime_env["env_vars"] = {**env, **(runtime_env.get("env_vars") or {})}
+    out["runtime_env"] = runtime_env
+    return out
+
+
 def bind_graph(cfg: AppConfig, catalog: Catalog,
                families: Mapping[str, FamilyArtifacts]) -> Application:
     data = cfg.model_dump(mode="json")
-    side = cfg.http.ray_actor_options
+    env = cfg.request_path.replica_env
+    side = with_env(cfg.http.ray_actor_options, env)
+    transport = cfg.request_path.handle_transport
     controller = _deployment(Controller).options(ray_actor_options=side,
                                     logging_config={"enable_access_log": False}).bind(data)
     classifiers = {
         c.name: _deployment(Classifier).options(
             name=classifier_deployment_name(c.name), num_replicas=c.num_replicas,
-            ray_actor_options=c.ray_actor_options,
+            ray_actor_options=with_env(c.ray_actor_options, env),
             max_ongoing_requests=max(2 * c.max_queued_items, 64),
             health_check_period_s=c.health_check_period_s,
+            logging_config={"enable_access_log": False},
         ).bind(c.model_dump(mode="json"), data["paths"]["models_dir"],
                dict(families[c.name].profiles),
                {t: str(p) for t, p in families[c.name].plan_paths.items()},
                data["controller"], controller)
         for c in cfg.classifiers}
-    preprocess = _deployment(Preprocess).options(
-        num_replicas=cfg.http.preprocess_replicas, ray_actor_options=side,
-        max_ongoing_requests=cfg.http.max_ongoing_requests,
-    ).bind([c.name for c in cfg.classifiers], data["paths"]["models_dir"], classifiers,
-           cfg.http.deadline_grace_s)
-    return _deployment(Ingress).options(**ingress_options(cfg.http)).bind(
-        catalog, data["http"], preprocess, controller, family_capacity(cfg))
+    probes: dict[str, Any] = {classifier_deployment_name(n): h for n, h in classifiers.items()}
+    routes: dict[str, Any] = dict(classifiers)
+    if cfg.request_path.decode_at == "preprocess":
+        preprocess = _deployment(Preprocess).options(
+            num_replicas=cfg.http.preprocess_replicas, ray_actor_options=side,
+            max_ongoing_requests=cfg.http.max_ongoing_requests,
+            logging_config={"enable_access_log": False},
+        ).bind([c.name for c in cfg.classifiers], data["paths"]["models_dir"], classifiers,
+               cfg.http.deadline_grace_s, transport)
+        routes = {n: preprocess for n in classifiers}
+        probes["Preprocess"] = preprocess
+    return _deployment(Ingress).options(**ingress_options(cfg.http, env)).bind(
+        catalog, data["http"], data["request_path"], routes, probes, controller,
+        family_capacity(cfg))
 
 
-def ingress_options(http: HttpConfig) -> dict[str, Any]:
+def ingress_options(http: HttpConfig, env: Mapping[str, str]) -> dict[str, Any]:
     """Serve's own admission for the ingress: beyond `max_ongoing_requests` per replica the
     proxy queues at most `max_queued_requests` and refuses the rest itself (status and
     Retry-After from the config), without running the ingress's Python."""
-    return {"num_replicas": http.num_replicas, "ray_actor_options": http.ray_actor_options,
+    return {"num_replicas": http.num_replicas,
+            "ray_actor_options": with_env(http.ray_actor_options, env),
             "max_ongoing_requests": http.max_ongoing_requests,
             "max_queued_requests": (-1 if http.max_queued_requests is None
                                     else http.max_queued_requests),

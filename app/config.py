@@ -11,12 +11,13 @@ from pathlib import Path
 from pydantic import Field, model_validator
 
 from deployments.classifier.config import ClassifierConfig
-from deployments.config import ControllerConfig, StrictConfig
+from deployments.config import ControllerConfig, RequestPathConfig, StrictConfig
 from deployments.ingress.config import HttpConfig
 from deployments.models.cache import DEFAULT_MODELS_DIR
 from profiling.paths import DEFAULT_PLANS_DIR, DEFAULT_PROFILES_DIR
 
-__all__ = ["AppConfig", "ClassifierConfig", "ControllerConfig", "HttpConfig", "PathsConfig"]
+__all__ = ["AppConfig", "ClassifierConfig", "ControllerConfig", "HttpConfig", "PathsConfig",
+           "RequestPathConfig"]
 
 
 class PathsConfig(StrictConfig):
@@ -38,6 +39,9 @@ class PathsConfig(StrictConfig):
 
 class AppConfig(StrictConfig):
     http: HttpConfig = Field(default_factory=HttpConfig, description="HTTP ingress settings")
+    request_path: RequestPathConfig = Field(
+        default_factory=RequestPathConfig,
+        description="where decoding happens and how calls between deployments travel")
     paths: PathsConfig = Field(default_factory=PathsConfig, description="artifact directories")
     controller: ControllerConfig = Field(default_factory=ControllerConfig,
                                          description="control plane settings")

@@ -23,3 +23,45 @@ class ControllerConfig(StrictConfig):
                             description="arrival-rate window of the load estimate")
     stale_after_s: float = Field(default=5.0, gt=0,
                                  description="a replica silent this long no longer counts in load")
+
+
+THROUGHPUT_ENV = {
+    # Serve runs user code and the handle router on the replica's own event loop instead of
+    # a thread each: no cross-thread hand-off per call (~10% less CPU per request, docs/front.md)
+    "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
+    "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
+}
+
+
+class RequestPathConfig(StrictConfig):
+    """How a request travels from the ingress to the model (docs/serving.md, "Request path")."""
+
+    decode_at: Literal["classifier", "preprocess"] = Field(
+        default="classifier",
+        description="where wire inputs are decoded: in the family's classifier replicas (one "
+                    "hop less per call) or in preprocess replicas of their own (decode scales "
+                    "apart from the model; pays off for large inputs)")
+    handle_transport: Literal["grpc", "object_store"] = Field(
+        default="grpc",
+        description="how calls between deployments travel: Serve's inter-deployment gRPC or "
+                    "Ray actor calls through the object store")
+    coalesce_max_calls: int = Field(
+        default=32, ge=1,
+        description="requests to one family that arrive in the same event-loop turn of the "
+                    "ingress travel as one handle call, up to this many (1: every request "
+                    "alone); no request waits for others")
+    replica_env: dict[str, str] = Field(
+        default_factory=lambda: dict(THROUGHPUT_ENV),
+        description="environment of every replica of the app (merged into its runtime_env); "
+                    "the default runs Serve's user code and router on the replica's event loop")
+
+# The same for the whole Ray cluster (its Serve proxies too), plus the proxy's calls to the
+# ingress over gRPC and the proxy's admission middleware: set where Ray starts (scripts/serve.sh, the benches, the tests, the
+# RayService manifest's containers); tests/unit/test_deploy_configs.py checks they agree.
+CLUSTER_ENV = {
+    "RAY_SERVE_PROXY_USE_GRPC": "1",
+    # admission in the proxy itself (a refusal costs nothing downstream)
+    "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH":
+        "deployments.ingress.front_door:proxy_middlewares",
+    **THROUGHPUT_ENV,
+}

@@ -1,5 +1,8 @@
-"""Preprocess replicas: validate and decode wire inputs, then forward the tensors to the
-family's classifier deployment and return its answers.
+"""The optional preprocess deployment (`request_path.decode_at: preprocess`): decode wire
+inputs in replicas of their own, then forward the tensors to the family's classifier and return
+its answers. By default the classifier replicas decode their own requests (one hop and one
+serialisation less per call); a separate decode stage pays off where decoding dominates (large
+images) and should scale apart from the model replicas.
 
 Decoding needs only each family's `decode`, but decode lives on the `ServableModel`, so the
 replica loads every served family on the CPU from the weights cache (small models, loaded once
@@ -11,63 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 from ray import serve
 
+from deployments.decode import deadline_lost, decode_items, lost_results, warm_decode, work_items
 from deployments.dispatch import submit_with_deadline
-from deployments.handles import warm_handles
-from deployments.models.base import InputError
-from deployments.wire import (
-    ClassifyCall,
-    ClassifyOutcome,
-    DecodeResult,
-    InputProblem,
-    ItemResult,
-    ItemStatus,
-    WorkItem,
-)
+from deployments.handles import Transport, warm_handles, with_transport
+from deployments.wire import ClassifyCall, ClassifyOutcome, DecodeResult, InputProblem
 
 log = logging.getLogger(__name__)
-
-
-def decode_items(model: Any, task: str, items: tuple[dict[str, Any], ...],
-                 lost: Callable[[], bool] = lambda: False) -> DecodeResult:
-    """Decode every item with `model.decode`; the first problem found is returned, naming the
-    item. Before each item `lost()` is asked whether the call's deadline can still be met: once
-    it cannot, the rest is not decoded (a huge job stops costing decode time at its deadline).
-    Anything decode raises besides InputError is reported as an internal error."""
-    decoded: list[dict[str, Any]] = []
-    for i, inputs in enumerate(items):
-        if lost():
-            return DecodeResult(items=tuple(decoded), deadline_lost=True)
-        where = f"items[{i}]" if len(items) > 1 else "inputs"
-        try:
-            decoded.append(model.decode(inputs, task))
-        except InputError as exc:
-            return DecodeResult(problem=InputProblem("invalid_input", f"{where}: {exc}", where))
-        except Exception as exc:  # a decode bug: answer 500, keep the replica alive
-            log.exception("decode failed unexpectedly")
-            return DecodeResult(problem=InputProblem(
-                "internal_error", f"{where}: decoding failed: {type(exc).__name__}: {exc}",
-                where))
-    return DecodeResult(items=tuple(decoded))
-
-
-def deadline_lost(call: ClassifyCall, clock: Callable[[], float] = time.time) -> Callable[[], bool]:
-    """Whether `call` can no longer make its deadline: not even the fastest variant on an empty
-    replica would finish in time."""
-    return lambda: clock() + call.min_service_s > call.deadline_s
-
-
-def lost_results(call: ClassifyCall) -> tuple[ItemResult, ...]:
-    return tuple(ItemResult(i, ItemStatus.DEADLINE_EXCEEDED,
-                            error="deadline lost before the item was decoded")
-                 for i in call.item_ids)
 
 
 def to_wire(tensors: dict[str, Any]) -> dict[str, Any]:
@@ -78,71 +36,52 @@ def to_wire(tensors: dict[str, Any]) -> dict[str, Any]:
             for k, v in tensors.items()}
 
 
-def work_items(call: ClassifyCall, tensors: tuple[dict[str, Any], ...]) -> list[WorkItem]:
-    return [WorkItem(item_id=item_id, task=call.task, tensors=to_wire(t),
-                     arrival_s=call.arrival_s,
-                     deadline_s=call.deadline_s, utility=call.utility,
-                     min_accuracy=call.min_accuracy, job_id=call.job_id,
-                     job_size=len(call.item_ids))
-            for item_id, t in zip(call.item_ids, tensors, strict=True)]
-
-
-def warm_decode(models: dict[str, Any]) -> None:
-    """Decode one held-out item per family and task (imports image plugins, fills caches) on
-    the decode worker thread, so the first request does not pay for it."""
-    for name, model in models.items():
-        try:
-            for task in model.tasks():
-                model.decode(model.examples("val", task, limit=1)[0].inputs, task)
-        except Exception:  # an optimisation only
-            log.warning("decode warm-up of %s failed", name, exc_info=True)
-
-
-
 @serve.deployment(max_ongoing_requests=1000)
 class Preprocess:
     # async: lets the replica start warming its handles in the background
     async def __init__(self, families: list[str], models_dir: str,  # type: ignore[misc]
-                       classifiers: dict[str, Any], grace_s: float) -> None:
+                       classifiers: dict[str, Any], grace_s: float,
+                       transport: Transport = "grpc") -> None:
         torch.set_num_threads(1)
         from deployments.models.registry import load_model
 
         self.models = {name: load_model(name, cache_dir=Path(models_dir), device="cpu")
                        for name in families}
-        self.classifiers = classifiers
+        self.classifiers = {n: with_transport(h, transport) for n, h in classifiers.items()}
         self.grace_s = grace_s
         await asyncio.to_thread(warm_decode, self.models)
-        self.ready: set[str] = set()
-        self._warm = asyncio.get_running_loop().create_task(
-            warm_handles(classifiers, self.ready))
+        self._warm = asyncio.get_running_loop().create_task(warm_handles(self.classifiers, set()))
         log.info("preprocess ready for %s", sorted(self.models))
 
-    def ping(self) -> dict[str, list[str]]:
-        """Which classifier deployments have answered (readiness for GET /healthz)."""
-        return {"ready": sorted(self.ready),
-                "waiting": sorted(set(self.classifiers) - self.ready)}
+    def ping(self) -> str:
+        """Cheap call the ingress uses to warm its handle."""
+        return "preprocess"
 
-    async def decode(self, family: str, task: str, inputs: tuple[dict[str, Any], ...],
-                     lost: Callable[[], bool] = lambda: False) -> DecodeResult:
-        model = self.models.get(family)
+    async def decode(self, call: ClassifyCall) -> DecodeResult:
+        model = self.models.get(call.family)
         if model is None:
             return DecodeResult(problem=InputProblem(
-                "unknown_model", f"model {family!r} is not served; valid: {sorted(self.models)}",
-                "model"))
-        return await asyncio.to_thread(decode_items, model, task, inputs, lost)
+                "unknown_model", f"model {call.family!r} is not served; valid: "
+                f"{sorted(self.models)}", "model"))
+        return await asyncio.to_thread(decode_items, model, call.task, call.inputs,
+                                       deadline_lost(call))
 
     async def classify(self, call: ClassifyCall) -> ClassifyOutcome:
         """Decode, then queue at the family's classifier; one result per item, in order. A call
         whose deadline is lost (before or while decoding, e.g. after waiting for a decode
         thread) is answered deadline_exceeded without decoding or sending the rest."""
-        lost = deadline_lost(call)
-        if lost():
+        if deadline_lost(call)():
             return ClassifyOutcome(results=lost_results(call))
-        decoded = await self.decode(call.family, call.task, call.inputs, lost)
+        decoded = await self.decode(call)
         if decoded.problem is not None:
             return ClassifyOutcome(problem=decoded.problem)
-        if decoded.deadline_lost or lost():
+        if decoded.deadline_lost or deadline_lost(call)():
             return ClassifyOutcome(results=lost_results(call))
-        items = work_items(call, decoded.items)
+        items = work_items(call, decoded.items, to_wire)
         results = await submit_with_deadline(self.classifiers[call.family], items, self.grace_s)
         return ClassifyOutcome(results=tuple(results))
+
+    async def classify_many(self, calls: list[ClassifyCall]) -> list[ClassifyOutcome]:
+        """Calls the ingress coalesced into one handle call (deployments/ingress/coalesce.py):
+        each answered as `classify` would, in order."""
+        return list(await asyncio.gather(*(self.classify(c) for c in calls)))

@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 export RAY_AUTH_MODE=disabled
+# Serve's throughput settings (deployments/config.py CLUSTER_ENV; docs/serving.md "Request path")
+export RAY_SERVE_PROXY_USE_GRPC=1 RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD=0 \
+  RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP=0
 config="${1:-serve_config.yaml}"
 shift || true
 .venv/bin/python -m app.builder "$config"

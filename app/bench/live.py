@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from app.bench import http
+from deployments.config import CLUSTER_ENV
 from policies.profile import LatencyModel, Profile
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ def start_ray(port: int, num_cpus: int) -> None:
     from ray import serve
 
     os.environ.pop("RAY_ADDRESS", None)
+    os.environ.update(CLUSTER_ENV)  # read by the Serve processes Ray starts
     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
              log_to_driver=False, logging_level=logging.WARNING)
     serve.start(http_options={"host": "127.0.0.1", "port": port})

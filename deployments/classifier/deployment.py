@@ -25,7 +25,15 @@ from deployments.classifier.config import ClassifierConfig
 from deployments.classifier.loop import LoopSettings, ReplicaLoop
 from deployments.classifier.policy_setup import TaskPolicy, apply_update, build_policies
 from deployments.config import ControllerConfig
-from deployments.wire import ItemResult, PlanUpdate, ReplicaReport, WorkItem
+from deployments.decode import deadline_lost, decode_items, lost_results, work_items
+from deployments.wire import (
+    ClassifyCall,
+    ClassifyOutcome,
+    ItemResult,
+    PlanUpdate,
+    ReplicaReport,
+    WorkItem,
+)
 from policies.profile import Profile
 from policies.types import Variant
 
@@ -119,8 +127,29 @@ class Classifier:
         return self.replica_id
 
     async def submit(self, items: list[WorkItem]) -> list[ItemResult]:
-        """Queue the items (one request or one job) and return one result per item, in order."""
+        """Queue decoded items (from the preprocess deployment) and return one result per item,
+        in order."""
         return await self.loop.submit(items)
+
+    async def classify(self, call: ClassifyCall) -> ClassifyOutcome:
+        """A request or job straight from the ingress: decode here (on a worker thread, off the
+        event loop), queue, answer one result per item in order. Work whose deadline is lost
+        (before or while decoding) is answered deadline_exceeded without decoding the rest."""
+        lost = deadline_lost(call)
+        if lost():
+            return ClassifyOutcome(results=lost_results(call))
+        decoded = await asyncio.to_thread(decode_items, self.model, call.task, call.inputs, lost)
+        if decoded.problem is not None:
+            return ClassifyOutcome(problem=decoded.problem)
+        if decoded.deadline_lost or lost():
+            return ClassifyOutcome(results=lost_results(call))
+        return ClassifyOutcome(results=tuple(await self.loop.submit(
+            work_items(call, decoded.items))))
+
+    async def classify_many(self, calls: list[ClassifyCall]) -> list[ClassifyOutcome]:
+        """Calls the ingress coalesced into one handle call (deployments/ingress/coalesce.py):
+        each answered as `classify` would, in order."""
+        return list(await asyncio.gather(*(self.classify(c) for c in calls)))
 
     # ---- control plane ------------------------------------------------------------------
     def update_plan(self, update: PlanUpdate) -> bool:

@@ -22,7 +22,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from ray import serve
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from deployments.handles import await_response, warm_handles
+from deployments.config import RequestPathConfig
+from deployments.handles import await_response, warm_handles, with_transport
 from deployments.ingress.admission import Admission, FamilyCapacity
 from deployments.ingress.catalog import Catalog
 from deployments.ingress.clock import HEADER, Arrival, arrival_from
@@ -65,7 +66,8 @@ async def _control(call: Any) -> Any:
 
 
 
-def build_http_app(service: IngressService, controller: Any, metrics: IngressMetrics) -> FastAPI:
+def build_http_app(service: IngressService, controller: Any, metrics: IngressMetrics,
+                   health: Callable[[], Awaitable[Any]]) -> FastAPI:
     app = FastAPI(title="adaptserve", docs_url="/docs", openapi_url="/openapi.json")
     limit = service.http.max_body_bytes
 
@@ -100,7 +102,7 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
 
     @app.get("/healthz")
     async def healthz() -> Response:
-        return await guarded("healthz", metrics, lambda: _health(service))
+        return await guarded("healthz", metrics, health)
 
     @app.get("/metrics")
     async def prometheus() -> Response:
@@ -115,15 +117,11 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
     return app
 
 
-async def _health(service: IngressService) -> Any:
-    """200 once every classifier deployment has answered through preprocess, else 503."""
-    try:
-        state = await await_response(service.preprocess.ping.remote(), CONTROL_TIMEOUT_S)
-    except Exception as exc:
-        raise ApiError("not_ready", f"preprocess not answering ({type(exc).__name__})",
-                       status=503) from None
-    if state["waiting"]:
-        raise ApiError("not_ready", f"classifiers starting: {state['waiting']}", status=503)
+async def health_of(service: IngressService, ready: set[str], probes: dict[str, Any]) -> Any:
+    """200 once every deployment behind the ingress has answered a ping, else 503."""
+    waiting = sorted(set(probes) - ready)
+    if waiting:
+        raise ApiError("not_ready", f"deployments starting: {waiting}", status=503)
     return {"status": "ok", "models": service.catalog.names()}
 
 
@@ -156,19 +154,30 @@ class Ingress:
     """Imports no torch (tests/unit/test_ingress_admission.py): the ingress process only parses,
     admits and forwards."""
 
-    # async: lets the replica start warming its handle in the background
+    # async: lets the replica start warming its handles in the background
     async def __init__(self, catalog: Catalog, http: dict[str, Any],  # type: ignore[misc]
-                       preprocess: Any, controller: Any,
+                       request_path: dict[str, Any], routes: dict[str, Any],
+                       probes: dict[str, Any], controller: Any,
                        capacity: dict[str, FamilyCapacity]) -> None:
-        """`capacity`: each served family's classifier replicas and queue bound (admission)."""
+        """`routes`: family -> the deployment whose `classify` answers it (its classifier, or
+        preprocess); `probes`: every deployment behind the ingress by name (warmed, and /healthz
+        waits for them); `capacity`: each family's classifier replicas and queue bound
+        (admission); `request_path`: how calls travel (RequestPathConfig)."""
         self.http = HttpConfig.model_validate(http)
+        path = RequestPathConfig.model_validate(request_path)
+        transport = path.handle_transport
         self.metrics = IngressMetrics()
         admission = Admission(catalog, capacity, self.http.num_replicas,
                               self.http.max_job_queue_share)
-        self.service = IngressService(catalog, self.http, preprocess, admission, self.metrics)
+        routes = {f: with_transport(h, transport) for f, h in routes.items()}
+        self.service = IngressService(catalog, self.http, routes, admission, self.metrics,
+                                      path.coalesce_max_calls)
         self.controller = controller
+        self.probes = {n: with_transport(h, transport) for n, h in probes.items()}
+        self.ready: set[str] = set()
         self._warm = asyncio.get_running_loop().create_task(
-            warm_handles({"preprocess": preprocess}, timeout_s=120.0))
+            warm_handles(self.probes, self.ready, timeout_s=600.0))
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        return build_http_app(self.service, self.controller, self.metrics)
+        return build_http_app(self.service, self.controller, self.metrics,
+                              lambda: health_of(self.service, self.ready, self.probes))

@@ -7,6 +7,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from deployments.ingress.clock import Arrival, StartSource
 
 LATENCY_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10)
+COALESCED_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 PRE_INGRESS_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10)
 
 
@@ -33,6 +34,10 @@ class IngressMetrics:
         self.shed_items = Counter(
             "adaptserve_admission_shed_items", "job items shed at the ingress (queue share)",
             ["family"], registry=self.registry)
+        self.coalesced = Histogram(
+            "adaptserve_ingress_coalesced_calls",
+            "requests per handle call from the ingress to a family (deployments/ingress/"
+            "coalesce.py)", ["family"], registry=self.registry, buckets=COALESCED_BUCKETS)
 
     def observe(self, route: str, code: int, seconds: float) -> None:
         self.requests.labels(route, str(code)).inc()

@@ -1,23 +1,23 @@
 """Request handling behind the HTTP routes: validate, check against the catalog, admit (or
-refuse before any decode or model time), call preprocess (which forwards to the classifier),
-and shape the answer. Raises `ApiError` for anything that must become a 4xx/5xx ErrorResponse.
+refuse before any decode or model time), call the family's route (its classifier deployment,
+which decodes and answers; or the preprocess deployment, which decodes and forwards), and shape
+the answer. Raises `ApiError` for anything that must become a 4xx/5xx ErrorResponse.
 Deadlines count from the request's arrival (`clock.Arrival`: the X-Request-Start header when
 believed), so the time before the ingress handler is part of the answer's latency."""
 
 from __future__ import annotations
 
 import json
-import logging
 import time
 import uuid
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from deployments.handles import await_response
 from deployments.ingress.admission import Admission
 from deployments.ingress.catalog import Catalog, FamilyInfo, TaskInfo
 from deployments.ingress.clock import Arrival
+from deployments.ingress.coalesce import Coalescer
 from deployments.ingress.config import HttpConfig
 from deployments.ingress.errors import ApiError, from_validation
 from deployments.ingress.metrics import IngressMetrics
@@ -30,12 +30,10 @@ from deployments.ingress.schemas import (
     PredictionOut,
     SLOSpec,
 )
-from deployments.wire import ClassifyCall, ClassifyOutcome, ItemResult, ItemStatus
-
-log = logging.getLogger(__name__)
+from deployments.wire import ClassifyCall, ItemResult, ItemStatus
 
 M = TypeVar("M", bound=BaseModel)
-PREPROCESS_MARGIN_S = 1.0
+ROUTE_MARGIN_S = 1.0  # the route's own grace for a late batch comes first
 
 
 def parse_body(body: bytes, schema: type[M], max_body_bytes: int) -> M:
@@ -100,11 +98,15 @@ def to_response(r: ItemResult, arrival_s: float, now_s: float) -> ClassifyRespon
 
 
 class IngressService:
-    def __init__(self, catalog: Catalog, http: HttpConfig, preprocess: Any,
-                 admission: Admission, metrics: IngressMetrics) -> None:
+    def __init__(self, catalog: Catalog, http: HttpConfig, routes: dict[str, Any],
+                 admission: Admission, metrics: IngressMetrics, coalesce_max_calls: int = 1
+                 ) -> None:
+        """`routes`: family -> the handle whose `classify_many(calls)` answers it."""
         self.catalog = catalog
         self.http = http
-        self.preprocess = preprocess
+        self.routes = {f: Coalescer(h, coalesce_max_calls,
+                                    metrics.coalesced.labels(f).observe)
+                       for f, h in routes.items()}
         self.admission = admission
         self.metrics = metrics
 
@@ -181,19 +183,11 @@ class IngressService:
             self.admission.end(family.name, len(ids), ahead, time.time() - sent_s)
 
     async def _call(self, call: ClassifyCall) -> list[ItemResult]:
-        timeout = min(call.deadline_s - time.time() + self.http.deadline_grace_s
-                      + PREPROCESS_MARGIN_S, self.http.request_timeout_s)
-        response = self.preprocess.classify.remote(call)
-        try:
-            outcome: ClassifyOutcome = await await_response(response, timeout)
-        except TimeoutError:
-            response.cancel()
-            return [ItemResult(i, ItemStatus.DEADLINE_EXCEEDED,
-                               error="no answer before the deadline") for i in call.item_ids]
-        except Exception as exc:
-            log.warning("preprocess call failed: %s", exc)
-            raise ApiError("replica_unavailable",
-                           f"preprocess replica failed: {type(exc).__name__}") from None
+        """Results of the family's route, waiting at most until the deadline plus the grace
+        (a dead replica is retried inside that time; see deployments.dispatch)."""
+        wait_s = min(call.deadline_s - time.time() + self.http.deadline_grace_s
+                     + ROUTE_MARGIN_S, self.http.request_timeout_s)
+        outcome = await self.routes[call.family].classify(call, wait_s)
         if outcome.problem is not None:
             p = outcome.problem
             raise ApiError(p.type, p.message, p.field)

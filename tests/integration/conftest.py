@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from app.bench import http
+from deployments.config import CLUSTER_ENV
 
 FAMILIES = ("family", "vit", "fusion")
 APP_NAME = "adaptserve-test"
@@ -74,6 +75,7 @@ def server(trained_models_dir: Path) -> Iterator[Server]:
     """The app on a fresh local Ray; the families are trained (tests/conftest.py) before Ray
     takes the CPUs, and `build_app` finds them current in the same cache."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.update(CLUSTER_ENV)  # as scripts/serve.sh runs Serve
     import ray
     from ray import serve
 

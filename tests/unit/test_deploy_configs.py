@@ -49,8 +49,24 @@ def test_ingress_options_give_serve_the_proxy_bounds() -> None:
 
     http = HttpConfig(max_ongoing_requests=40, max_queued_requests=10,
                       backpressure_status_code=429, backpressure_retry_after_s=2)
-    d = Ingress.options(**ingress_options(http))
+    d = Ingress.options(**ingress_options(http, {}))
     assert (d.max_ongoing_requests, d.max_queued_requests) == (40, 10)
     assert (d.backpressure_config.status_code, d.backpressure_config.retry_after_s) == (429, 2)
-    unbounded = Ingress.options(**ingress_options(HttpConfig(max_queued_requests=None)))
+    unbounded = Ingress.options(**ingress_options(HttpConfig(max_queued_requests=None), {}))
     assert unbounded.max_queued_requests == -1
+
+
+def test_serve_throughput_env_is_set_wherever_ray_starts() -> None:
+    """The proxy's gRPC and Serve's event-loop settings (CLUSTER_ENV) are cluster-wide: every
+    way this repo starts Ray sets them, with the same values."""
+    from deployments.config import CLUSTER_ENV
+
+    script = (ROOT / "scripts" / "serve.sh").read_text()
+    for name, value in CLUSTER_ENV.items():
+        assert f"{name}={value}" in script, name
+    service = yaml.safe_load((ROOT / "deploy" / "rayservice.yaml").read_text())
+    cluster = service["spec"]["rayClusterConfig"]
+    groups = [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
+    for group in groups:
+        env = {e["name"]: e["value"] for e in group["template"]["spec"]["containers"][0]["env"]}
+        assert env == CLUSTER_ENV

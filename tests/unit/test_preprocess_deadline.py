@@ -1,4 +1,4 @@
-"""Preprocess stops work whose deadline is lost: nothing decoded or sent once the call cannot make
+"""Decoding (preprocess or classifier) stops work whose deadline is lost: nothing decoded or sent once the call cannot make
 its deadline, and every item still answered (deadline_exceeded)."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import asyncio
 import time
 from typing import Any
 
-from deployments.preprocess import Preprocess, deadline_lost, decode_items
+from deployments.decode import deadline_lost, decode_items
+from deployments.preprocess import Preprocess
 from deployments.wire import ClassifyCall, ItemResult, ItemStatus
 
 

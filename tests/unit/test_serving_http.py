@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from deployments.ingress.admission import Admission, FamilyCapacity
 from deployments.ingress.catalog import Catalog, family_info
 from deployments.ingress.config import HttpConfig
-from deployments.ingress.deployment import build_http_app
+from deployments.ingress.deployment import build_http_app, health_of
 from deployments.ingress.metrics import IngressMetrics
 from deployments.ingress.service import IngressService
 from deployments.wire import ClassifyCall, ClassifyOutcome, ItemResult, ItemStatus
@@ -43,12 +43,16 @@ class _Method:
         return _Response(self.fn(*args))
 
 
-class FakePreprocess:
-    """Stands in for the preprocess DeploymentHandle (`.classify.remote(call)`)."""
+class FakeRoute:
+    """Stands in for a family's DeploymentHandle (`.classify_many.remote(calls)`): `answer`
+    answers each call; an exception for any call fails the whole handle call (a dead replica)."""
 
     def __init__(self, answer: Any) -> None:
-        self.classify = _Method(answer)
-        self.ping = _Method(lambda: {"ready": ["m"], "waiting": []})
+        def many(calls: list[ClassifyCall]) -> Any:
+            out = [answer(c) for c in calls]
+            failures = [o for o in out if isinstance(o, Exception)]
+            return failures[0] if failures else out
+        self.classify_many = _Method(many)
 
 
 def catalog() -> Catalog:
@@ -62,13 +66,15 @@ def service_of(answer: Any, http: HttpConfig | None = None,
     http = http or HttpConfig()
     admission = Admission(catalog(), {"m": FamilyCapacity(1, queue)}, 1,
                           http.max_job_queue_share)
-    return IngressService(catalog(), http, FakePreprocess(answer), admission, IngressMetrics())
+    return IngressService(catalog(), http, {"m": FakeRoute(answer)}, admission, IngressMetrics())
 
 
 def client_of(service: IngressService) -> TestClient:
     controller = type("C", (), {"status": _Method(lambda: RuntimeError("down")),
                                 "metrics_text": _Method(lambda: "")})()
-    return TestClient(build_http_app(service, controller, service.metrics))
+    probes = {"Classifier_m": None}  # every deployment behind the ingress has answered
+    return TestClient(build_http_app(service, controller, service.metrics,
+                                     lambda: health_of(service, set(probes), probes)))
 
 
 def client(answer: Any, http: HttpConfig | None = None) -> TestClient:
@@ -90,7 +96,7 @@ def test_item_error_is_500_json() -> None:
     assert "boom" in r.json()["error"]["message"]
 
 
-def test_dead_preprocess_is_503_json() -> None:
+def test_dead_replica_is_503_json() -> None:
     r = client(lambda call: RuntimeError("actor died")).post("/v1/classify", json=BODY)
     assert r.status_code == 503 and r.json()["error"]["type"] == "replica_unavailable"
 

@@ -1,0 +1,125 @@
+"""Admission at the front door: the AIMD concurrency limit (policies/admission.py) and the
+proxy middleware that applies it (deployments/ingress/front_door.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from deployments.ingress.front_door import FrontDoor, peek
+from policies.admission import ConcurrencyLimiter, LimiterSettings
+
+
+def test_limit_refuses_beyond_it_and_frees_on_release() -> None:
+    lim = ConcurrencyLimiter(LimiterSettings(initial_limit=2, window=100))
+    assert lim.try_acquire() and lim.try_acquire()
+    assert not lim.try_acquire() and lim.refused == 1
+    lim.release(0.01, 0.2)
+    assert lim.try_acquire()
+
+
+def test_late_window_shrinks_limit_and_clean_saturated_window_grows_it() -> None:
+    s = LimiterSettings(initial_limit=10, window=4, decrease=0.5)
+    lim = ConcurrencyLimiter(s)
+    for _ in range(4):
+        lim.try_acquire()
+        lim.release(0.19, 0.2)  # later than 0.9 x SLO
+    assert lim.limit == 5.0
+    for _ in range(6):
+        lim.try_acquire()
+    assert not lim.try_acquire()  # saturated at 5
+    for _ in range(4):
+        lim.release(0.05, 0.2)
+    assert lim.limit == 6.0
+    for _ in range(4):  # not saturated, nothing late: unchanged
+        lim.try_acquire()
+        lim.release(0.05, 0.2)
+    assert lim.limit == 6.0
+
+
+def test_failures_count_as_late_and_limit_stays_within_bounds() -> None:
+    lim = ConcurrencyLimiter(LimiterSettings(initial_limit=2, min_limit=1, window=1))
+    for _ in range(5):
+        lim.try_acquire()
+        lim.release(0.001, None, failed=True)
+    assert lim.limit == 1.0
+    with pytest.raises(ValueError):
+        LimiterSettings(initial_limit=0)
+
+
+def test_peek_reads_model_and_slo_and_rejects_non_bodies() -> None:
+    assert peek(b'{"model": "m", "slo": {"latency_ms": 200}}') == ("m", 0.2)
+    assert peek(b'{"model": "m"}') == ("m", None)
+    assert peek(b'{"model": "m", "slo": {"latency_ms": "x"}}') == ("m", None)
+    for bad in (b"not json", b"[1]", b'{"model": 3}', b'{"slo": {}}', b"\xff"):
+        assert peek(bad) is None
+
+
+class Downstream:
+    """Stands in for Serve's forwarding app behind the proxy middleware: holds each request
+    until released, then answers 200 with the body it received."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self.gate = asyncio.Event()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        body = b""
+        while True:
+            m = await receive()
+            body += m.get("body", b"")
+            if not m.get("more_body"):
+                break
+        self.bodies.append(body)
+        await self.gate.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+
+async def _call(app: Any, path: str, chunks: list[bytes]) -> tuple[int, bytes, dict]:
+    messages = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1}
+                for i, c in enumerate(chunks)]
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(m: dict) -> None:
+        sent.append(m)
+    await app({"type": "http", "method": "POST", "path": path, "headers": []}, receive, send)
+    start = sent[0]
+    return start["status"], b"".join(m.get("body", b"") for m in sent[1:]), dict(
+        start["headers"])
+
+
+def test_middleware_refuses_over_limit_fast_with_json_and_passes_bodies_whole() -> None:
+    async def scenario() -> None:
+        down = Downstream()
+        door = FrontDoor(down, LimiterSettings(initial_limit=1, window=100))
+        body = json.dumps({"model": "m", "slo": {"latency_ms": 200}}).encode()
+        first = asyncio.create_task(_call(door, "/v1/classify", [body[:10], body[10:]]))
+        await asyncio.sleep(0.01)
+        status, payload, headers = await _call(door, "/v1/classify", [body])
+        assert status == 429 and headers[b"retry-after"] == b"1"
+        assert json.loads(payload)["error"]["type"] == "overloaded"
+        other = asyncio.create_task(_call(door, "/v1/classify", [body.replace(b'"m"', b'"n"')]))
+        jobs = asyncio.create_task(_call(door, "/v1/jobs", [body]))  # not limited
+        await asyncio.sleep(0.01)
+        down.gate.set()
+        assert (await first)[0] == 200 and (await other)[0] == 200 and (await jobs)[0] == 200
+        assert down.bodies[0] == body  # chunks replayed unchanged
+        assert door.limiters["m"].inflight == 0
+    asyncio.run(scenario())
+
+
+def test_unparseable_body_passes_through_for_the_ingress_to_answer() -> None:
+    async def scenario() -> None:
+        down = Downstream()
+        down.gate.set()
+        door = FrontDoor(down, LimiterSettings(initial_limit=1))
+        status, _, _ = await _call(door, "/v1/classify", [b"{broken"])
+        assert status == 200 and down.bodies == [b"{broken"] and door.limiters == {}
+    asyncio.run(scenario())

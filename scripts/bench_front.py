@@ -7,6 +7,11 @@ override the family's), single /v1/classify requests to --family at --slo-ms: a 
 then Poisson runs at 1x, 2x, 3x the capacity; then Ray stopped, a one-process FastAPI + torch
 server of the family's most accurate variant ramped the same way. The phases are
 app/bench/front.py; the figures app/bench/front_metrics.py and front_report.py.
+
+The simulator beside a finished run (no Ray, no server; app/bench/front_sim.py):
+
+    .venv/bin/python scripts/bench_front.py --resim RUN.json [--records DIR] [--resim-seeds N]
+        [--cores N] [--no-door] [--out COMPARISON.json]
 """
 
 from __future__ import annotations
@@ -61,6 +66,10 @@ def parse(argv: list[str] | None = None) -> tuple[FrontSettings, Path, Path]:
 
 
 def main() -> int:
+    if "--resim" in sys.argv[1:]:
+        from app.bench.front_sim import resim_main
+
+        return resim_main(sys.argv[1:])
     settings, out_path, png = parse()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("app.bench").setLevel(logging.INFO)  # the runs' progress lines

@@ -13,6 +13,7 @@ CPU time per call of every Serve process, load average); the report is app/bench
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
@@ -143,6 +144,7 @@ def run_front(s: FrontSettings) -> dict[str, Any]:
         out["torch"] = _torch_phase(s, session, setup)
     out["cpu_ms_per_call"] = session.cpu_ms
     out["loadavg_1min_after_run"] = session.loadavg
+    out["machine_cores"] = os.cpu_count()  # the simulator's front stage shares these
     if s.baseline is not None:
         import json
 

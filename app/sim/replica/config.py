@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.sim.replica.utilities import check_utilities
+from policies.admission import LimiterSettings
 from policies.profile import PERCENTILES
 
 ROUTINGS = ("pow2", "round_robin")
@@ -25,10 +27,13 @@ class SchedulerSimConfig:
     expire_at_deadline: bool = True
     task: str = "default"
     min_accuracy: float | None = None
+    utilities: tuple[float, ...] = ()  # per call, cyclic (utilities.py); (): 1.0 each
     job_size: int = 1
     front_ms_per_call: float = 0.0
     front_ms_per_item: float = 0.0
     front_servers: int = 1
+    front_ms_per_refusal: float = 0.0  # front-stage work of a call the front door refuses
+    front_door: LimiterSettings | None = None  # the proxy's per-family concurrency limit
     latency_feedback: bool = False  # as the live replica loop's option (slowdown.py)
     response_margin_ms: float = 0.0  # as the ingress's: replicas schedule for SLO - margin
     seed: int = 0
@@ -47,6 +52,7 @@ class SchedulerSimConfig:
             raise ValueError(f"max_queued_items must be >= 1, got {self.max_queued_items}")
         if self.job_size < 1:
             raise ValueError(f"job size must be >= 1, got {self.job_size}")
+        check_utilities(self.utilities)
         if self.front_servers < 1:
             raise ValueError(f"need at least one front server, got {self.front_servers}")
 

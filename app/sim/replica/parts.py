@@ -87,6 +87,11 @@ class FrontStage:
         heapq.heappush(self._free_s, start + self.service_s)
         return start + self.service_s
 
+    def add_work(self, now_s: float, work_s: float) -> None:
+        """Work that occupies a server without a call waiting for it (a refusal's answer)."""
+        if work_s > 0:
+            heapq.heappush(self._free_s, max(now_s, heapq.heappop(self._free_s)) + work_s)
+
 
 @dataclass(frozen=True)
 class CallTimes:

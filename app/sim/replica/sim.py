@@ -13,6 +13,12 @@ driving an unchanged `policies.schedulers` Scheduler object.
 - Optionally the serving stack in front of the replicas as a FIFO stage (parts.FrontStage) taking
   `front_ms_per_call` + `front_ms_per_item` x items per call; a call leaving it after its
   deadline is answered deadline_exceeded at the replica, as the live replica loop does.
+- Optionally the front door (`front_door`): the Serve proxy's per-family concurrency limit,
+  the unchanged `policies.admission.ConcurrencyLimiter`, at each call's send. A call beyond the
+  limit is answered `refused` at once (429, latency 0) and adds `front_ms_per_refusal` of work
+  to the front stage; an admitted call releases its slot when answered, with its latency from
+  the send, as the proxy middleware does (deployments/ingress/front_door.py). The front
+  stage's time per call from the stack's measured CPU: app/sim/replica/front_door.py.
 - Like the live replica loop (deployments/classifier/loop.py): a full queue (`max_queued_items`)
   sheds the newcomer, items whose deadline has passed are answered deadline_exceeded before each
   decision (`expire_at_deadline`), and the load passed to `decide` is the replica's arrival rate
@@ -39,6 +45,8 @@ from app.sim.replica.parts import FrontStage, Router, ServiceTimes, call_times
 from app.sim.replica.replica import Answer, BatchLog, SimReplica
 from app.sim.replica.request_metrics import LoadSummary, RequestRecord, summarize
 from app.sim.replica.served import StackDelays
+from app.sim.replica.utilities import call_utility
+from policies.admission import ConcurrencyLimiter
 from policies.profile import Profile
 from policies.queue import RateWindow
 from policies.schedulers.base import PendingItem, Scheduler
@@ -99,6 +107,7 @@ class _Simulation:
         self.router = Router(cfg.routing, cfg.max_ongoing, cfg.seed)
         self.front = FrontStage(cfg.front_servers, cfg.front_s) if cfg.front_s > 0 else None
         self.calls = call_times(len(self.send_s), cfg.overhead_ms / 1000.0, stack)
+        self.door = None if cfg.front_door is None else ConcurrencyLimiter(cfg.front_door)
         self.backlog: deque[int] = deque()  # calls waiting in the router
         self.answers: dict[int, Answer] = {}  # items answered, their call not yet complete
         self.left = [cfg.job_size] * len(self.send_s)  # items of each call not yet answered
@@ -106,9 +115,25 @@ class _Simulation:
         self.batches: list[BatchLog] = []
         self.kernel = Kernel()
         for j, t in enumerate(self.send_s):
-            self.kernel.at(t + self.calls[j].to_replica_s, Priority.CALL, self.on_send, j)
+            if self.door is None:
+                self.kernel.at(t + self.calls[j].to_replica_s, Priority.CALL, self.on_send, j)
+            else:
+                self.kernel.at(t, Priority.CALL, self.on_door, j)
 
     # ---- calls ----------------------------------------------------------------------------
+    def on_door(self, now: float, call: int) -> None:
+        """The proxy's concurrency limit admits the call on its way, or refuses it at once."""
+        if self.door is not None and self.door.try_acquire():
+            self.kernel.at(now + self.calls[call].to_replica_s, Priority.CALL, self.on_send, call)
+            return
+        if self.front is not None:
+            self.front.add_work(now, self.cfg.front_ms_per_refusal / 1000.0)
+        size = self.cfg.job_size
+        for i in range(call * size, (call + 1) * size):
+            self.done[i] = RequestRecord(
+                index=i, scheduled_s=now, sent_s=now, outcome="refused", latency_ms=0.0,
+                status_code=429, job_id=str(call) if size > 1 else None)
+
     def on_send(self, now: float, call: int) -> None:
         """The call enters the front stage, or reaches the router when there is none."""
         if self.front is None:
@@ -150,6 +175,7 @@ class _Simulation:
             else:
                 rep.push(PendingItem(item_id=str(i), arrival_s=arrival, deadline_s=deadline,
                                      task=cfg.task, min_accuracy=cfg.min_accuracy,
+                                     utility=call_utility(call, cfg.utilities),
                                      job_id=str(call) if size > 1 else None, job_size=size))
         if rep.batch is None:
             self.step(k, now)
@@ -210,6 +236,8 @@ class _Simulation:
         self.replicas[k].open_calls -= 1
         t = self.send_s[call]
         latency_ms = 1000.0 * (now + self.calls[call].back_s - t)
+        if self.door is not None:
+            self.door.release(latency_ms / 1000.0, self.cfg.slo_ms / 1000.0)
         for i in range(call * size, (call + 1) * size):
             a = self.answers.pop(i)
             self.done[i] = RequestRecord(

@@ -48,6 +48,8 @@ def parse(argv: list[str] | None = None) -> tuple[FrontSettings, Path, Path]:
     p.add_argument("--num-cpus", type=int, default=8, help="Ray logical CPUs")
     p.add_argument("--no-torch", dest="torch_floor", action="store_false",
                    help="skip the FastAPI + torch server")
+    p.add_argument("--busy-neighbours", type=int, default=0,
+                   help="busy-loop processes beside the whole run (a second machine state)")
     p.add_argument("--baseline", type=Path, default=None,
                    help="an earlier run's JSON (today's code), for the capacity ratio")
     p.add_argument("--records", type=Path, default=Path("results/front/records"))

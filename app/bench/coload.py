@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,20 @@ class ColoadResult:
         return {"variant": self.variant, "batch": self.batch, "busy": self.busy,
                 "alone_p50_ms": self.alone_p50_ms, "loaded_p50_ms": self.loaded_p50_ms,
                 "slowdown": self.slowdown}
+
+
+@contextmanager
+def busy_neighbours(count: int) -> Iterator[None]:
+    """`count` busy-loop processes beside whatever runs inside (a second machine state for the
+    benches), stopped by pid on the way out."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+               for _ in range(count)]
+    try:
+        yield
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
 
 
 def p50_ms(model: Any, variant: Any, task: str, items: list[Any], calls: int = 40) -> float:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from app.bench import live as lb
+from app.bench.coload import busy_neighbours
 from app.bench.front_metrics import FrontRun, RampRule, front_run, pick_capacity, ramp_done
 from app.bench.front_report import checks
 from app.bench.front_torch import TorchServerSettings, torch_server
@@ -49,6 +50,7 @@ class FrontSettings:
     settle_s: float = 5.0  # after the deployment, before the first request
     num_cpus: int = 8  # Ray logical CPUs
     torch_floor: bool = True  # also measure the FastAPI + torch server
+    busy_neighbours: int = 0  # busy-loop processes beside the whole run (a second machine state)
     rule: RampRule = field(default_factory=RampRule)
     baseline: Path | None = None  # an earlier run's JSON (today's code): capacity ratio
     records: Path = Path("results/front/records")
@@ -126,6 +128,11 @@ def _torch_phase(s: FrontSettings, session: LiveSession, setup: FamilySetup) -> 
 
 def run_front(s: FrontSettings) -> dict[str, Any]:
     """The whole benchmark; the JSON of docs/data_front.json (figures in `checks`)."""
+    with busy_neighbours(s.busy_neighbours):
+        return _run_front(s)
+
+
+def _run_front(s: FrontSettings) -> dict[str, Any]:
     args = _app_args(s)
     version = code_version()
     out: dict[str, Any] = {"command": s.command, "commit": version["commit"],

@@ -6,7 +6,8 @@ line: it knows each family's queue).
 Serve loads it in every HTTP proxy through its proxy callback:
 `RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH=deployments.ingress.front_door:proxy_middlewares`
 (deployments/config.py CLUSTER_ENV; set wherever Ray starts). Only `POST /v1/classify` is
-limited; everything else passes through untouched. The body is read here (it has to be read
+limited; every HTTP answer passes through `json_errors`, which turns Serve's own plain-text
+refusals (its backpressure 503) into this API's JSON error body. The body is read here (it has to be read
 once anyway), its `model` and `slo.latency_ms` peeked at, and handed on unchanged. A body that
 does not parse passes through, so the ingress answers it with its usual 4xx.
 
@@ -94,6 +95,43 @@ def replay(messages: list[Message], receive: Receive) -> Receive:
     return again
 
 
+def json_errors(send: Send) -> Send:
+    """`send` with Serve's own plain-text refusals (its backpressure 503/429, its 500s) turned
+    into this API's JSON error body, so every answer a client gets is JSON; any other
+    response passes unchanged."""
+    held: list[Message] = []
+    chunks: list[bytes] = []
+
+    async def wrapped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = dict(message.get("headers") or [])
+            plain = headers.get(b"content-type", b"").startswith(b"text/plain")
+            if message["status"] >= 400 and plain:
+                held.append(message)
+                return
+        elif held:
+            chunks.append(message.get("body", b""))
+            if message.get("more_body", False):
+                return
+            await _send_json(send, held[0], b"".join(chunks))
+            return
+        await send(message)
+    return wrapped
+
+
+async def _send_json(send: Send, start: Message, text: bytes) -> None:
+    status = start["status"]
+    kind = {503: "overloaded", 429: "overloaded", 408: "timeout"}.get(status, "proxy_error")
+    body = json.dumps({"error": {"type": kind, "message": text.decode("utf-8", "replace"),
+                                 "field": None}}).encode()
+    headers = [(k, v) for k, v in start.get("headers") or []
+               if k.lower() not in (b"content-type", b"content-length")]
+    headers += [(b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 class FrontDoor:
     def __init__(self, app: ASGIApp, settings: LimiterSettings | None = None) -> None:
         self.app = app
@@ -107,8 +145,11 @@ class FrontDoor:
         return self.limiters[key]
 
     async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
-        if (scope["type"] != "http" or scope.get("method") != "POST"
-                or scope.get("path") != LIMITED_PATH):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        send = json_errors(send)
+        if scope.get("method") != "POST" or scope.get("path") != LIMITED_PATH:
             await self.app(scope, receive, send)
             return
         entry_s = time.time()

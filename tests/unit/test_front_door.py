@@ -123,3 +123,25 @@ def test_unparseable_body_passes_through_for_the_ingress_to_answer() -> None:
         status, _, _ = await _call(door, "/v1/classify", [b"{broken"])
         assert status == 200 and down.bodies == [b"{broken"] and door.limiters == {}
     asyncio.run(scenario())
+
+
+def test_serve_plain_text_refusals_become_json_and_the_rest_passes() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        text = b"Request dropped due to backpressure (num_queued_requests=1)."
+        status = 503 if scope["path"] == "/busy" else 200
+        kind = b"text/plain" if status == 503 else b"application/json"
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", kind), (b"retry-after", b"1")]})
+        await send({"type": "http.response.body", "body": text[:10], "more_body": True})
+        await send({"type": "http.response.body", "body": text[10:]})
+
+    async def scenario() -> None:
+        door = FrontDoor(app)
+        status, payload, headers = await _call(door, "/busy", [b""])
+        assert status == 503 and headers[b"content-type"] == b"application/json"
+        assert headers[b"retry-after"] == b"1" and int(headers[b"content-length"]) == len(payload)
+        error = json.loads(payload)["error"]
+        assert error["type"] == "overloaded" and "backpressure" in error["message"]
+        status, payload, _ = await _call(door, "/ok", [b""])
+        assert status == 200 and payload.startswith(b"Request dropped")  # untouched
+    asyncio.run(scenario())

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from app.sim.replica.request_metrics import LoadSummary, RequestRecord
+from deployments.ingress.front_door import REFUSAL_MARK
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class FrontRun:
     refusals_with_retry_after: int
     server_attainment_admitted: float  # the server's own deadline_met, of admitted
     gap_pts: float  # server minus client attainment of admitted, percentage points
+    door_refused: int = 0  # refusals by the proxy's front door (the rest: the ingress's)
+    door_refusal_p99_ms: float = math.nan
+    ingress_refusal_p99_ms: float = math.nan  # the ingress's second-line (deadline) refusals
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -54,6 +58,10 @@ def front_run(name: str, summary: LoadSummary, records: Sequence[RequestRecord])
     """The run's figures from its summary and records (one record per request)."""
     refusals = [r for r in records if r.outcome == "refused"]
     refusal_ms = [r.latency_ms for r in refusals if r.latency_ms is not None]
+    door = [r for r in refusals if REFUSAL_MARK in (r.error or "")]
+    door_ms = [r.latency_ms for r in door if r.latency_ms is not None]
+    ingress_ms = [r.latency_ms for r in refusals
+                  if REFUSAL_MARK not in (r.error or "") and r.latency_ms is not None]
     admitted = summary.sent - summary.refused - summary.shed
     server_met = sum(1 for r in records if r.outcome == "ok" and r.server_deadline_met is True)
     server_att = server_met / admitted if admitted else math.nan
@@ -67,7 +75,9 @@ def front_run(name: str, summary: LoadSummary, records: Sequence[RequestRecord])
         p99_ms=summary.latency_p99_ms, refusal_p99_ms=_p99(refusal_ms),
         refusals_with_retry_after=sum(1 for r in refusals if r.retry_after_s is not None),
         server_attainment_admitted=server_att,
-        gap_pts=100.0 * (server_att - summary.slo_attainment_admitted))
+        gap_pts=100.0 * (server_att - summary.slo_attainment_admitted),
+        door_refused=len(door), door_refusal_p99_ms=_p99(door_ms),
+        ingress_refusal_p99_ms=_p99(ingress_ms))
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ def checks(out: dict[str, Any]) -> dict[str, Any]:
     one, three = by_name.get("app_1x"), by_name.get("app_3x")
     att = _finite([r.attainment_admitted for r in runs])
     refusal = _finite([r.refusal_p99_ms for r in runs if r.refused])
+    door = _finite([r.door_refusal_p99_ms for r in runs if r.door_refused])
     gaps = _finite([abs(r.gap_pts) for r in runs])
     res: dict[str, Any] = {
         "capacity_app_qps": app_qps, "capacity_torch_qps": torch_qps,
@@ -52,6 +53,8 @@ def checks(out: dict[str, Any]) -> dict[str, Any]:
         "goodput_3x_over_1x": (_ratio(three.goodput_qps, one.goodput_qps)
                                if one is not None and three is not None else None),
         "refusal_p99_ms_max": max(refusal) if refusal else None,
+        # the front door's own refusals only (the rest are the ingress's late, second-line ones)
+        "front_door_refusal_p99_ms_max": max(door) if door else None,
         "gap_pts_max_abs": max(gaps) if gaps else None,
     }
 
@@ -80,7 +83,7 @@ def _all_runs(out: dict[str, Any]) -> list[FrontRun]:
 
 HEAD = (f"{'run':<14}{'offered':>8}{'sent':>7}{'ans':>7}{'ok':>7}{'refused':>8}{'dl_exc':>7}"
         f"{'shed':>6}{'err':>6}{'att%':>7}{'att_adm%':>9}{'goodput':>9}{'p50':>7}{'p99':>7}"
-        f"{'ref_p99':>8}{'srv_adm%':>9}{'gap':>7}")
+        f"{'ref_p99':>8}{'srv_adm%':>9}{'gap':>7}{'door':>7}{'door_p99':>9}{'ing_p99':>8}")
 
 
 def table(runs: Sequence[FrontRun]) -> str:
@@ -93,7 +96,8 @@ def table(runs: Sequence[FrontRun]) -> str:
             f"{r.refused:>8}{r.deadline_exceeded:>7}{r.shed:>6}{r.errors:>6}"
             f"{100 * r.attainment:>7.1f}{100 * r.attainment_admitted:>9.1f}"
             f"{r.goodput_qps:>9.1f}{r.p50_ms:>7.0f}{r.p99_ms:>7.0f}{r.refusal_p99_ms:>8.1f}"
-            f"{100 * r.server_attainment_admitted:>9.1f}{r.gap_pts:>7.1f}")
+            f"{100 * r.server_attainment_admitted:>9.1f}{r.gap_pts:>7.1f}"
+            f"{r.door_refused:>7}{r.door_refusal_p99_ms:>9.1f}{r.ingress_refusal_p99_ms:>8.1f}")
     return "\n".join(lines)
 
 

@@ -37,6 +37,7 @@ MAX_KEYS = 64  # families tracked; other names share one limiter (bodies choose 
 OTHER = "_other"
 MAX_PEEK_BYTES = 64 * 1024 * 1024  # larger bodies pass through unread (the ingress refuses)
 RETRY_AFTER_S = 1
+REFUSAL_MARK = "concurrency limit"  # in every front-door refusal's message (benches tell them apart)
 
 
 def proxy_middlewares() -> list[Middleware]:
@@ -61,7 +62,7 @@ def peek(body: bytes) -> tuple[str, float | None] | None:
 def refusal(model: str, limit: int) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     body = json.dumps({"error": {
         "type": "overloaded", "field": None,
-        "message": f"{model} is at its concurrency limit ({limit} requests in flight, learned "
+        "message": f"{model} is at its {REFUSAL_MARK} ({limit} requests in flight, learned "
                    f"from the latency clients see); retry after {RETRY_AFTER_S} s"}}).encode()
     return 429, [(b"content-type", b"application/json"), (b"retry-after", b"1"),
                  (b"content-length", str(len(body)).encode())], body
@@ -181,4 +182,7 @@ class FrontDoor:
         try:
             await self.app(scope, receive, watch)
         finally:
-            limiter.release(time.time() - arrival.time_s, slo_s, failed=status["code"] >= 500)
+            # a 429 from behind (the ingress's deadline admission) means the stack was too slow
+            # for what this limit let in: it counts as late, as 5xx answers do
+            limiter.release(time.time() - arrival.time_s, slo_s,
+                            failed=status["code"] >= 500 or status["code"] == 429)

@@ -145,3 +145,18 @@ def test_serve_plain_text_refusals_become_json_and_the_rest_passes() -> None:
         status, payload, _ = await _call(door, "/ok", [b""])
         assert status == 200 and payload.startswith(b"Request dropped")  # untouched
     asyncio.run(scenario())
+
+
+def test_a_429_from_behind_counts_as_late() -> None:
+    async def refusing(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 429,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def scenario() -> None:
+        door = FrontDoor(refusing, LimiterSettings(initial_limit=10, window=1, decrease=0.5))
+        body = json.dumps({"model": "m", "slo": {"latency_ms": 10_000}}).encode()
+        status, _, _ = await _call(door, "/v1/classify", [body])
+        assert status == 429 and door.limiters["m"].limit == 5.0  # fast, yet late
+    asyncio.run(scenario())

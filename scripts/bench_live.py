@@ -7,11 +7,16 @@ Phases on a private local Ray/Serve (HTTP port --port), all with `app/bench/load
  1. default app (serve_config.yaml as is) + the bare graph (app/bench/bare.py, same family, its most
     accurate variant), both driven at the same time at light load: overhead p50
     (latency - compute), app vs bare (c); RSS of every replica process of the default app (d);
- 2. the family on the most accurate static configuration, K replicas: capacity from the
-    profile, and live: a geometric ramp until SLO attainment drops below 90%; capacity = the
-    best goodput seen (a);
- 3. 2x that capacity, same trace and seed: static, then the adaptive policy (a);
+ 2. the family on each static configuration (--statics: the most accurate variant, or every
+    fixed gamma / modality subset / variant, app/bench/live_statics.py), K replicas: capacity
+    from the profile, and live: a geometric ramp until goodput stops rising; capacity = the
+    best goodput seen; the best static configuration = the highest capacity (a);
+ 3. 2x that capacity, same trace and seed: every static configuration, then the adaptive
+    policy (a);
  4. the scheduler simulator on the same profile, plan files, trace and seed (b).
+Beside goodput: OTAS's utility and MOSEL's goodput at the accuracy SLO per run, live and
+simulated (app/bench/knob_metrics.py; --utilities, --min-accuracy), and their plot
+(<png stem>_knobs.png).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import logging
 import sys
 from pathlib import Path
 
+from app.bench.knob_metrics import parse_utilities
 from app.bench.live_report import report
 from app.bench.live_settings import LiveBenchSettings
 from app.bench.loadgen_report import write_json
@@ -56,6 +62,14 @@ def parse(argv: list[str] | None = None) -> LiveBenchSettings:
     p.add_argument("--out", type=Path, default=Path("docs/data_live.json"))
     p.add_argument("--png", type=Path, default=Path("docs/figures/live.png"))
     p.add_argument("--records", type=Path, default=Path("results/bench_live"))
+    p.add_argument("--statics", default="most_accurate",
+                   help="static configurations compared: most_accurate, all (every fixed "
+                        "gamma / modality subset / variant meeting --min-accuracy; the best = "
+                        "highest live capacity), or labels of all, comma-separated")
+    p.add_argument("--min-accuracy", type=float, default=None,
+                   help="accuracy SLO sent with every request (MOSEL's); judged per call")
+    p.add_argument("--utilities", type=parse_utilities, default=(),
+                   help="utility per call, cyclic: table2 (OTAS's Table II) or 0.3,1,...")
     p.add_argument("--resim", type=Path, default=None,
                    help="no live runs: redo the simulator phase of this finished run's JSON "
                         "from its --records")

@@ -6,14 +6,23 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from app.bench import live as lb
 from app.bench.live_family import FamilySetup, family_setup
+from app.bench.live_knobs import knobs_of, plot_knobs, static_labels
 from app.bench.live_report import checks
 from app.bench.live_session import LiveSession, LoadRun
-from app.bench.live_settings import BenchConfigs, LiveBenchSettings, bench_configs, spec_2x
-from app.bench.live_sim import RecordedRun, SimPhaseInputs, simulate_runs
+from app.bench.live_settings import (
+    BenchConfigs,
+    LiveBenchSettings,
+    bench_configs,
+    spec_2x,
+    static_args,
+)
+from app.bench.live_sim import RecordedRun, phase_inputs, simulate_runs
+from app.bench.live_statics import StaticConfig, best_static, resolve_statics, run_names
 from app.bench.loadgen_report import plot_runs
 from app.bench.processes import app_replicas, serve_memory
 from app.sim.traces.spec import TraceSpec
@@ -65,25 +74,50 @@ def _overhead_and_memory(b: Bench, session: LiveSession, setup: FamilySetup) -> 
     return out
 
 
-def _capacity(b: Bench, session: LiveSession, setup: FamilySetup) -> dict[str, Any]:
-    """2. the static most-accurate configuration with K replicas: capacity from the profile
-    and live (the ramp's best goodput; the serving stack may saturate before the model)."""
-    a, ccfg = b.settings, setup.classifier
-    out: dict[str, Any] = {"deploy_static_s": lb.deploy_app(b.configs.static_args, a.base_url)}
+def _deploy_static(b: Bench, static: StaticConfig) -> float:
+    a = b.settings
+    took = lb.deploy_app(static_args(a, b.configs.args, b.k, b.slo_ms, static), a.base_url)
     time.sleep(a.settle_s)  # the replaced replicas shut down before anything is measured
-    est = lb.profile_capacity(setup.profile, setup.most_accurate().variant.name, b.slo_ms,
-                              ccfg.percentile, ccfg.max_batch_size, b.k)
-    steps = session.ramp(est.qps)
-    out["capacity"] = {"profile": est.__dict__, "ramp": steps,
-                       "live_qps": max(r["goodput_qps"] for r in steps)}
-    return out
+    return took
+
+
+def _capacity(b: Bench, session: LiveSession, setup: FamilySetup,
+              statics: list[StaticConfig]) -> dict[str, Any]:
+    """2. each static configuration with K replicas: capacity from the profile and live (the
+    ramp's best goodput; the serving stack may saturate before the model); the best static
+    configuration is the one of highest live capacity."""
+    ccfg, caps, deploy_s = setup.classifier, {}, {}
+    for st in statics:
+        deploy_s[st.label] = _deploy_static(b, st)
+        est = lb.profile_capacity(setup.profile, st.variant, b.slo_ms, ccfg.percentile,
+                                  ccfg.max_batch_size, b.k)
+        steps = session.ramp(est.qps, run_names(st, "", len(statics) > 1)[0])
+        caps[st.label] = {"profile": est.__dict__, "ramp": steps,
+                          "live_qps": max(r["goodput_qps"] for r in steps)}
+        session.log(f"static {st.label} ({st.policy}): capacity {caps[st.label]['live_qps']:.1f}"
+                    f" items/s")
+    best = best_static({label: c["live_qps"] for label, c in caps.items()})
+    return {"deploy_static_s": deploy_s[best], "capacity": caps[best],
+            "statics": {"spec": b.settings.statics, "best": best, "deploy_s": deploy_s,
+                        "configs": [st.to_dict() for st in statics], "capacity": caps}}
+
+
+def _statics_at_2x(b: Bench, session: LiveSession, statics: list[StaticConfig], best: str,
+                   live_qps: float) -> None:
+    """3a. twice the best one's capacity on every static configuration, same trace and seed
+    (the one deployed last first: no redeploy)."""
+    a, deployed = b.settings, statics[-1].label
+    for st in sorted(statics, key=lambda s: s.label != deployed):
+        if st.label != deployed:
+            _deploy_static(b, st)
+        name = run_names(st, best, len(statics) > 1)[1]
+        session.load(LoadRun(name, a.base_url, spec_2x(a, live_qps), a.job_size))
 
 
 def _at_2x(b: Bench, session: LiveSession, live_qps: float) -> dict[str, Any]:
-    """3. twice the capacity, static then adaptive, same trace and seed; the adaptive policy
-    also at the capacity itself, for the simulator's fidelity at a second load."""
+    """3b. the adaptive policy at twice the capacity, the static runs' trace and seed; also at
+    the capacity itself, for the simulator's fidelity at a second load."""
     a = b.settings
-    session.load(LoadRun("static_2x", a.base_url, spec_2x(a, live_qps), a.job_size))
     out: dict[str, Any] = {"deploy_adaptive_s": lb.deploy_app(b.configs.adapt_args, a.base_url)}
     time.sleep(a.settle_s)
     # warm-up at the static capacity (the replica's latency feedback fills up here)
@@ -104,10 +138,13 @@ def _live_phases(b: Bench, out: dict[str, Any], t0: float) -> LiveSession:
     try:
         out["deploy_default_s"] = lb.deploy_app(b.configs.args, a.base_url)
         setup = family_setup(b.configs.args, a.family)
+        statics = resolve_statics(a.statics, setup.profile, a.policy, a.min_accuracy)
         session = LiveSession(a, b.slo_ms, str(setup.cfg.paths.models_dir), t0)
         out.update(_overhead_and_memory(b, session, setup))
-        out.update(_capacity(b, session, setup))
-        out.update(_at_2x(b, session, out["capacity"]["live_qps"]))
+        out.update(_capacity(b, session, setup, statics))
+        live_qps = out["capacity"]["live_qps"]
+        _statics_at_2x(b, session, statics, out["statics"]["best"], live_qps)
+        out.update(_at_2x(b, session, live_qps))
     finally:
         lb.stop_ray()
     return session
@@ -120,13 +157,11 @@ def run_live(settings: LiveBenchSettings) -> dict[str, Any]:
     a, b = settings, bench_of(settings)
     out: dict[str, Any] = {"command": a.command, "family": a.family, "k": b.k,
                            "slo_ms": b.slo_ms, "trace": a.trace, "seed": a.seed,
-                           "job_size": a.job_size}
+                           "job_size": a.job_size, "policy": a.policy,
+                           "min_accuracy": a.min_accuracy, "utilities": list(a.utilities)}
     session = _live_phases(b, out, t0)
     runs = {n: RecordedRun(r.records, r.series) for n, r in session.runs.items()}
-    spec_1x = TraceSpec(**out["spec_1x"])
-    sim = simulate_runs(a, SimPhaseInputs(runs, out["capacity"]["ramp"],
-                                          spec_2x(a, out["capacity"]["live_qps"]), spec_1x,
-                                          b.configs, b.k, b.slo_ms))
+    sim = simulate_runs(a, phase_inputs(a, out, runs))
     out["sim_inputs"] = sim.inputs
     for name in ("static_2x", f"{a.policy}_2x"):
         sim.series[f"live {name}"] = session.runs[name].series
@@ -137,6 +172,18 @@ def run_live(settings: LiveBenchSettings) -> dict[str, Any]:
     out["sim"] = sim.summaries
     out["series"] = sim.series
     out["checks"] = checks(out, a.policy)
-    plot_runs(sim.series, b.slo_ms, a.png, title=f"{a.family}: static vs {a.policy} at 2x "
-                                                 f"capacity, live and simulated (K={b.k})")
+    out["knobs"] = knobs_of(a, out, {n: r.records for n, r in runs.items()}, sim.knobs)
+    best = out["statics"]["best"]
+    shown = {k: v for k, v in sim.series.items() if not k.split(" ", 1)[1].startswith("static_")
+             or k.endswith(" static_2x")}  # the other static configurations: in the knobs plot
+    plot_runs(shown, b.slo_ms, a.png, title=f"{a.family}: static ({best}) vs {a.policy} at 2x "
+                                            f"capacity, live and simulated (K={b.k})")
+    plot_knobs(out["knobs"], static_labels(out["statics"]), knobs_png(a.png),
+               title=f"{a.family}: {a.policy} vs static configurations at 2x the best one's "
+                     f"capacity (K={b.k}, jobs of {a.job_size})")
     return out
+
+
+def knobs_png(png: Path) -> Path:
+    """The knobs plot beside the time-series one: <stem>_knobs.png."""
+    return png.with_name(f"{png.stem}_knobs{png.suffix}")

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from app.bench.live_knobs import knobs_report, static_labels
 from app.bench.loadgen_report import clean
 from app.sim.replica.request_metrics import RequestRecord, summary_table
 
@@ -119,4 +120,20 @@ def report(out: dict[str, Any]) -> str:
                      f"{100 * f['violation_live']:>13.2f}{100 * f['violation_sim']:>12.2f}")
     lines.append(json.dumps(clean({k: v for k, v in out["checks"].items() if k != "fidelity"}),
                             indent=1))
+    if "knobs" in out:
+        lines += ["", *_statics_lines(out.get("statics")),
+                  knobs_report(out["knobs"], static_labels(out.get("statics")))]
     return "\n".join(lines)
+
+
+def _statics_lines(statics: dict[str, Any] | None) -> list[str]:
+    if not statics or len(statics["configs"]) < 2:
+        return []
+    lines = [f"static configurations ({statics['spec']}), live capacity (best ramp goodput):"]
+    for c in statics["configs"]:
+        cap = statics["capacity"][c["label"]]
+        mark = "  <- best" if c["label"] == statics["best"] else ""
+        lines.append(f"  {c['label']:<18} {c['policy']:<15} {c['variant']:<26} acc "
+                     f"{c['accuracy']:.3f}  profile {cap['profile']['qps']:7.1f}  live "
+                     f"{cap['live_qps']:7.1f} items/s{mark}")
+    return lines

@@ -1,6 +1,7 @@
 """Phase 4 of the live benchmark again on a finished run, without the live server: the run's
 JSON (`settings.resim`, e.g. docs/data_live.json) and its per-run records (`settings.records`).
-The run's own job size, seed, trace and adaptive policy are taken from its JSON."""
+The run's own family, job size, seed, trace, 2x duration, adaptive policy, static
+configurations, accuracy floor and utilities are taken from its JSON."""
 
 from __future__ import annotations
 
@@ -9,12 +10,11 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from app.bench import live as lb
+from app.bench.live_knobs import knobs_of
 from app.bench.live_report import checks
-from app.bench.live_settings import LiveBenchSettings, bench_configs, spec_2x
-from app.bench.live_sim import RecordedRun, SimPhaseInputs, simulate_runs
+from app.bench.live_settings import LiveBenchSettings
+from app.bench.live_sim import RecordedRun, phase_inputs, simulate_runs
 from app.sim.replica.request_metrics import LoadSummary, RequestRecord
-from app.sim.traces.spec import TraceSpec
 
 
 def read_records(records_dir: Path) -> dict[str, RecordedRun]:
@@ -33,18 +33,18 @@ def _summaries(runs: dict[str, Any]) -> dict[str, LoadSummary]:
 
 
 def resim(settings: LiveBenchSettings, run_json: Path) -> dict[str, Any]:
-    """The finished run's JSON with its simulator phase and checks redone."""
+    """The finished run's JSON with its simulator phase, checks and knobs redone."""
     out: dict[str, Any] = json.loads(run_json.read_text())
-    policy = next(n[:-3] for n in out["runs"] if n.endswith("_2x") and n != "static_2x")
-    a = replace(settings, job_size=out["job_size"], seed=out["seed"], trace=out["trace"],
-                policy=policy)
+    policy = out.get("policy") or next(n[:-3] for n in out["runs"] if n.endswith("_2x")
+                                       and not n.startswith("static_"))
+    a = replace(settings, family=out.get("family", settings.family), job_size=out["job_size"],
+                seed=out["seed"], trace=out["trace"], policy=policy,
+                duration_s=out["runs"]["static_2x"]["duration_s"], min_accuracy=out.get("min_accuracy"),
+                utilities=tuple(out.get("utilities") or ()))
     out["runs"] = _summaries(out["runs"])
-    configs = bench_configs(a, lb.serve_args(a.config), out["k"], out["slo_ms"])
-    spec_1x = TraceSpec(**out["spec_1x"]) if "spec_1x" in out else None
-    inputs = SimPhaseInputs(read_records(a.records), out["capacity"]["ramp"],
-                            spec_2x(a, out["capacity"]["live_qps"]), spec_1x, configs,
-                            out["k"], out["slo_ms"])
-    sim = simulate_runs(a, inputs)
+    runs = read_records(a.records)
+    sim = simulate_runs(a, phase_inputs(a, out, runs))
     out["sim_inputs"], out["sim"] = sim.inputs, sim.summaries
     out["checks"] = checks(out, a.policy)
+    out["knobs"] = knobs_of(a, out, {n: r.records for n, r in runs.items()}, sim.knobs)
     return out

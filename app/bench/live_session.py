@@ -57,7 +57,8 @@ class LiveSession:
     def _config(self, run: LoadRun) -> LoadgenConfig:
         cfg = LoadgenConfig(url=run.url, model=self.settings.family, trace=run.spec,
                             slo_ms=self.slo_ms, timeout_s=max(10.0, 0.02 * self.slo_ms),
-                            job_size=run.job_size,
+                            job_size=run.job_size, min_accuracy=self.settings.min_accuracy,
+                            utilities=self.settings.utilities,
                             data_dir=trace_data_dir(run.spec, self.settings.data_dir))
         if run.job_size not in self.payloads:
             self.payloads[run.job_size] = payloads_from_model(cfg, models_dir=self.models_dir)
@@ -93,8 +94,8 @@ class LiveSession:
                  f"{s.accuracy_of_satisfied:.3f}, p50 {s.latency_p50_ms:.0f} ms, errors "
                  f"{s.errors + s.timeouts}, loadavg {self.loadavg[run.name]:.1f}")
 
-    def ramp(self, limit_qps: float) -> list[dict[str, Any]]:
-        """Offered item rate from the ramp start, times the ramp factor per step, until the
+    def ramp(self, limit_qps: float, prefix: str = "ramp") -> list[dict[str, Any]]:
+        """Runs `<prefix>_<i>`: offered item rate from the ramp start, x the ramp factor, until the
         goodput stops rising (a step adds under 3%), SLO attainment falls below 50%, or the rate
         passes 1.3x the profile's capacity. Capacity = the best goodput seen: the most answers
         within the SLO per second the configuration delivers at any load (not the last load it
@@ -102,11 +103,12 @@ class LiveSession:
         a = self.settings
         rate, steps, best = a.ramp_start_qps, [], 0.0
         for i in range(a.ramp_steps):
-            s = self.load(LoadRun(f"ramp_{i}", a.base_url,
+            name = f"{prefix}_{i}"
+            s = self.load(LoadRun(name, a.base_url,
                                   TraceSpec("poisson", rate / a.job_size, a.ramp_s, seed=a.seed),
                                   a.job_size))
             steps.append({"offered_qps": s.offered_qps, "goodput_qps": s.goodput_qps,
-                          "attainment": s.slo_attainment})
+                          "attainment": s.slo_attainment, "run": name})
             rate *= a.ramp_factor
             if (s.goodput_qps < 1.03 * best or s.slo_attainment < 0.5
                     or rate > 1.3 * limit_qps):

@@ -1,6 +1,6 @@
 """Settings of the live benchmark (scripts/bench_live.py parses them from its command line), and
-the serve configurations it derives from them: the app as configured, the static
-most-accurate configuration, and the adaptive one."""
+the serve configurations it derives from them: the app as configured, a static configuration
+(app/bench/live_statics.py; the most accurate variant by default), and the adaptive one."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from app.bench import live as lb
+from app.bench.live_statics import StaticConfig
 from app.sim.traces.spec import TraceSpec
 
 
@@ -40,6 +41,9 @@ class LiveBenchSettings:
     records: Path = Path("results/bench_live")
     resim: Path | None = None  # a finished run's JSON: redo only its simulator phase
     data_dir: Path | None = None  # shared data directory (--trace twitter); None: the default
+    statics: str = "most_accurate"  # most_accurate | all | labels (app/bench/live_statics.py)
+    min_accuracy: float | None = None  # the requests' accuracy SLO (MOSEL's), sent and judged
+    utilities: tuple[float, ...] = ()  # the requests' utilities per call, cyclic (OTAS's)
     command: str = ""  # the command line, recorded in the JSON
 
     @property
@@ -52,21 +56,30 @@ class BenchConfigs:
     """The app args as configured, and the two configurations the 2x runs compare."""
 
     args: dict[str, Any]
-    static_args: dict[str, Any]  # most accurate variant always, K replicas
+    static_args: dict[str, Any]  # the (best) static configuration, K replicas
     adapt_args: dict[str, Any]  # the adaptive policy, its plan built for the runs' job size
 
 
+def static_args(settings: LiveBenchSettings, args: dict[str, Any], k: int, slo_ms: float,
+                static: StaticConfig | None = None) -> dict[str, Any]:
+    """The app args with the family on `static` (default: its most accurate variant), K
+    replicas."""
+    changes = static.classifier_changes() if static is not None else {
+        "policy": "most_accurate", "policy_params": {}}
+    return lb.with_classifier(args, settings.family, **changes, num_replicas=k,
+                              default_slo_ms=slo_ms)
+
+
 def bench_configs(settings: LiveBenchSettings, args: dict[str, Any], k: int,
-                  slo_ms: float) -> BenchConfigs:
+                  slo_ms: float, static: StaticConfig | None = None) -> BenchConfigs:
     family = settings.family
-    static = lb.with_classifier(args, family, policy="most_accurate", num_replicas=k,
-                                default_slo_ms=slo_ms)
+    static_cfg = static_args(settings, args, k, slo_ms, static)
     # the adaptive plan expects the runs' calls: jobs of --job-size items sharing a deadline
     plan = {**(lb.classifier_args(args, family).get("plan") or {}),
             "job_size": settings.job_size}
     adapt = lb.with_classifier(args, family, policy=settings.policy, num_replicas=k, plan=plan,
                                default_slo_ms=slo_ms)
-    return BenchConfigs(args, static, adapt)
+    return BenchConfigs(args, static_cfg, adapt)
 
 
 def spec_2x(settings: LiveBenchSettings, live_qps: float) -> TraceSpec:

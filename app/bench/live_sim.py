@@ -13,12 +13,21 @@ traces and seeds as the live runs, two ways:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from app.bench import live as lb
+from app.bench.knob_metrics import KnobMetrics, knob_metrics, pool
 from app.bench.live_family import FamilySetup, family_setup
 from app.bench.live_report import SIM_KINDS, hops_p50_ms
-from app.bench.live_settings import BenchConfigs, LiveBenchSettings
+from app.bench.live_settings import (
+    BenchConfigs,
+    LiveBenchSettings,
+    bench_configs,
+    spec_2x,
+    static_args,
+)
+from app.bench.live_statics import StaticConfig
 from app.bench.loadgen import trace_data_dir
 from app.sim.replica.request_metrics import LoadSummary, RequestRecord, summarize, timeseries
 from app.sim.replica.served import CallTiming, ServedTimes, StackDelays, call_timings
@@ -42,12 +51,16 @@ class RecordedRun:
 @dataclass(frozen=True)
 class SimPhaseInputs:
     runs: Mapping[str, RecordedRun]  # by run name
-    ramp: list[dict[str, Any]]  # the capacity ramp's steps
+    ramp: list[dict[str, Any]]  # the (best) static configuration's capacity ramp steps
     spec_2x: TraceSpec
     spec_1x: TraceSpec | None  # None: a run from before the 1x run existed
     configs: BenchConfigs
     k: int
     slo_ms: float
+    # the other static configurations' 2x runs: run name -> their app args
+    others: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    # runs whose records give batch times of the variants the calibration runs never ran
+    served_runs: tuple[str, ...] = ("warmup_adaptive",)
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,7 @@ class SimPhaseResult:
     inputs: dict[str, Any]  # what the simulator was fed (docs/data_live.json "sim_inputs")
     summaries: dict[str, LoadSummary]  # "<kind>_<run>"
     series: dict[str, Any]  # "<kind> <run>": the first seed's time series
+    knobs: dict[str, KnobMetrics] = field(default_factory=dict)  # "<kind>_<run>", seeds pooled
 
 
 @dataclass(frozen=True)
@@ -73,25 +87,52 @@ class Predicted:
     spec: TraceSpec
 
 
+def loaded_steps(steps: list[dict[str, Any]]) -> list[str]:
+    """The ramp's runs at and past its best goodput (older JSON names them ramp_<i>)."""
+    best = max(range(len(steps)), key=lambda i: steps[i]["goodput_qps"])
+    return [st.get("run", f"ramp_{i}") for i, st in enumerate(steps)][best:]
+
+
+def phase_inputs(settings: LiveBenchSettings, out: Mapping[str, Any],
+                 runs: Mapping[str, RecordedRun]) -> SimPhaseInputs:
+    """The simulator phase's inputs from a run's JSON (`out`: capacity, statics, k, SLO, the
+    1x trace) and its records: the best static configuration, the others' 2x runs (and their
+    loaded ramp steps for the batch times of their variants)."""
+    args, k, slo_ms = lb.serve_args(settings.config), out["k"], out["slo_ms"]
+    st = out.get("statics") or {}
+    configs = [StaticConfig.from_dict(c) for c in st.get("configs", [])]
+    best = next((c for c in configs if c.label == st.get("best")), None)
+    others = [c for c in configs if c is not best and f"static_{c.label}_2x" in runs]
+    loaded = [n for c in others for n in loaded_steps(st["capacity"][c.label]["ramp"])]
+    return SimPhaseInputs(
+        runs, out["capacity"]["ramp"], spec_2x(settings, out["capacity"]["live_qps"]),
+        TraceSpec(**out["spec_1x"]) if "spec_1x" in out else None,
+        bench_configs(settings, args, k, slo_ms, best), k, slo_ms,
+        {f"static_{c.label}_2x": static_args(settings, args, k, slo_ms, c) for c in others},
+        ("warmup_adaptive", *loaded))
+
+
 def calibration(settings: LiveBenchSettings, inputs: SimPhaseInputs) -> Calibration:
     runs, steps = inputs.runs, inputs.ramp
     # time outside the replica, per call, at light load with the runs' job size (the first
     # ramp step); single-item light runs understate it for jobs (decode, transfer, response)
-    hops_ms = hops_p50_ms(runs["ramp_0" if settings.job_size > 1 else "light_app"].records)
-    best_step = max(range(len(steps)), key=lambda i: steps[i]["goodput_qps"])
-    names = [f"ramp_{i}" for i in range(best_step, len(steps))]
+    first = steps[0].get("run", "ramp_0")
+    hops_ms = hops_p50_ms(runs[first if settings.job_size > 1 else "light_app"].records)
+    names = loaded_steps(steps)
     records = [r for n in names for r in runs[n].records]
-    # batch times of the variants the static ramp never runs: from the adaptive warm-up
+    # batch times of the variants the static ramp never runs: from the adaptive warm-up (and
+    # the other static configurations' runs)
     seen = {r.variant for r in records}
-    served = records + [r for r in runs["warmup_adaptive"].records if r.variant not in seen]
+    served = records + [r for n in inputs.served_runs if n in runs for r in runs[n].records
+                        if r.variant not in seen]
     return Calibration(hops_ms, names, records, served, call_timings(records))
 
 
-def _sim_inputs(settings: LiveBenchSettings, cal: Calibration,
+def _sim_inputs(settings: LiveBenchSettings, inputs: SimPhaseInputs, cal: Calibration,
                 setup: FamilySetup) -> dict[str, Any]:
     served = ServedTimes(cal.served_records, setup.profile, seed=settings.seed)
     return {"hops_p50_ms": cal.hops_ms, "service": settings.sim_service,
-            "calibration_runs": cal.runs + ["warmup_adaptive (other variants)"],
+            "calibration_runs": cal.runs + [f"{', '.join(inputs.served_runs)} (other variants)"],
             "calibration_calls": len(cal.timings),
             "sim_seeds": settings.sim_seeds, "served_factor": served.factor,
             "served_pairs": sorted(f"{v}@{n}" for v, n in served.samples),
@@ -101,9 +142,10 @@ def _sim_inputs(settings: LiveBenchSettings, cal: Calibration,
 def _predicted(settings: LiveBenchSettings, inputs: SimPhaseInputs) -> list[Predicted]:
     adaptive = settings.policy
     out = [Predicted("static_2x", inputs.configs.static_args, inputs.spec_2x),
+           *(Predicted(name, args, inputs.spec_2x) for name, args in inputs.others.items()),
            Predicted(f"{adaptive}_2x", inputs.configs.adapt_args, inputs.spec_2x)]
     if inputs.spec_1x is not None and f"{adaptive}_1x" in inputs.runs:
-        out.insert(1, Predicted(f"{adaptive}_1x", inputs.configs.adapt_args, inputs.spec_1x))
+        out.insert(-1, Predicted(f"{adaptive}_1x", inputs.configs.adapt_args, inputs.spec_1x))
     return out
 
 
@@ -139,6 +181,7 @@ def _sim_config(settings: LiveBenchSettings, inputs: SimPhaseInputs, setup: Fami
         load_window_s=setup.cfg.controller.window_s,
         max_ongoing=max(2 * c.max_queued_items, 64), max_queued_items=c.max_queued_items,
         task=setup.task, job_size=settings.job_size, latency_feedback=c.latency_feedback,
+        min_accuracy=settings.min_accuracy, utilities=settings.utilities,
         response_margin_ms=setup.cfg.http.response_margin_ms, seed=settings.seed)
 
 
@@ -146,6 +189,7 @@ def _sim_config(settings: LiveBenchSettings, inputs: SimPhaseInputs, setup: Fami
 class KindResult:
     summary: LoadSummary  # over every seed's records
     series: dict[str, Any]  # the first seed's time series
+    knobs: KnobMetrics  # over every seed's records
 
 
 def _simulate_kind(kind: str, run: Predicted, policy: RunPolicy, sim_cfg: SchedulerSimConfig,
@@ -157,6 +201,7 @@ def _simulate_kind(kind: str, run: Predicted, policy: RunPolicy, sim_cfg: Schedu
     seeds = range(settings.seed, settings.seed + (settings.sim_seeds if calibrated else 1))
     records: list[RequestRecord] = []
     series: dict[str, Any] = {}
+    knobs: list[KnobMetrics] = []
     for seed in seeds:
         # the policy decides from the profile it knows; the service times are the sim's
         served = ServedTimes(cal.served_records, setup.profile, seed=seed) if calibrated else None
@@ -167,14 +212,16 @@ def _simulate_kind(kind: str, run: Predicted, policy: RunPolicy, sim_cfg: Schedu
         if not records:
             series = timeseries(sim.records, duration_s, slo_ms)
         records += sim.records
-    return KindResult(summarize(records, len(seeds) * duration_s, slo_ms), series)
+        knobs.append(knob_metrics(sim.records, duration_s, slo_ms, settings.job_size,
+                                  settings.min_accuracy, settings.utilities))
+    return KindResult(summarize(records, len(seeds) * duration_s, slo_ms), series, pool(knobs))
 
 
 def simulate_runs(settings: LiveBenchSettings, inputs: SimPhaseInputs) -> SimPhaseResult:
     """Phase 4 from the live runs' records (see module doc)."""
     setup = family_setup(inputs.configs.args, settings.family)
     cal = calibration(settings, inputs)
-    result = SimPhaseResult(_sim_inputs(settings, cal, setup), {}, {})
+    result = SimPhaseResult(_sim_inputs(settings, inputs, cal, setup), {}, {})
     for run in _predicted(settings, inputs):
         policy = _run_policy(run, setup, settings.family)
         sim_cfg = _sim_config(settings, inputs, setup, cal, policy.classifier)
@@ -182,4 +229,5 @@ def simulate_runs(settings: LiveBenchSettings, inputs: SimPhaseInputs) -> SimPha
             k = _simulate_kind(kind, run, policy, sim_cfg, settings, setup, cal)
             result.summaries[f"{kind}_{run.name}"] = k.summary
             result.series[f"{kind} {run.name}"] = k.series
+            result.knobs[f"{kind}_{run.name}"] = k.knobs
     return result

@@ -26,6 +26,7 @@ from typing import Any
 import aiohttp
 
 from app.sim.replica.request_metrics import LoadSummary, RequestRecord, summarize, timeseries
+from app.sim.replica.utilities import call_utility, check_utilities
 from app.sim.traces.spec import TraceSpec, arrival_times
 
 
@@ -43,12 +44,14 @@ class LoadgenConfig:
     start_delay_s: float = 0.2  # between building the schedule and the first send
     data_dir: Path | None = None  # the shared data directory; the twitter trace is read there
     request_start_header: bool = True  # send X-Request-Start with the send time
+    utilities: tuple[float, ...] = ()  # slo.utility per call, cyclic (app/sim/replica/utilities.py)
 
     def __post_init__(self) -> None:
         if self.job_size < 1:
             raise ValueError(f"job size must be >= 1, got {self.job_size}")
         if self.slo_ms <= 0:
             raise ValueError(f"SLO must be positive, got {self.slo_ms}")
+        check_utilities(self.utilities)
 
     @property
     def request_timeout_s(self) -> float:
@@ -117,18 +120,21 @@ class LoadResult:
 
 def build_payloads(items: list[tuple[dict[str, Any], int | None]], cfg: LoadgenConfig,
                    count: int | None = None) -> list[Payload]:
-    """Bodies for `count` requests (default: one per example, at least one), each holding
-    `cfg.job_size` items taken cyclically from `items` ((wire inputs, label) pairs)."""
+    """Bodies for `count` requests (default: one per example, at least one; with utilities, a
+    multiple of their cycle), each holding `cfg.job_size` items taken cyclically from `items`."""
     if not items:
         raise ValueError("no examples to build payloads from")
     n = count if count is not None else max(1, len(items) // cfg.job_size)
+    if cfg.utilities:  # call i (payload i % n) then carries call_utility(i)
+        n = -(-n // len(cfg.utilities)) * len(cfg.utilities)
     slo: dict[str, Any] = {"latency_ms": cfg.slo_ms}
     if cfg.min_accuracy is not None:
         slo["min_accuracy"] = cfg.min_accuracy
     out = []
     for i in range(n):
         chosen = [items[(i * cfg.job_size + j) % len(items)] for j in range(cfg.job_size)]
-        body: dict[str, Any] = {"model": cfg.model, "slo": slo}
+        body: dict[str, Any] = {"model": cfg.model, "slo": slo if not cfg.utilities else
+                                {**slo, "utility": call_utility(i, cfg.utilities)}}
         if cfg.task is not None:
             body["task"] = cfg.task
         if cfg.job_size == 1:

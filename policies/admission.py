@@ -7,8 +7,11 @@ them; by Little's law the limit that keeps latency within the SLO is about throu
 and both move with the machine's state (neighbours, the variants the policy picks). Nobody can
 type that number into a config, so it is learned: every `window` completions, if more than
 `max_late_share` of them were later than `late_fraction` of their SLO the limit shrinks by
-`decrease`; if none was late and the limit was reached in the window it grows by one
-(additive increase, multiplicative decrease, as TCP and Envoy's adaptive concurrency do).
+`decrease`; if at most half that share was late and the limit was reached in the window it
+grows by max(1, `increase` x limit) (additive-or-proportional increase, multiplicative
+decrease, as TCP and Envoy's adaptive concurrency do). One late answer in a window must not
+shrink the limit (a neighbour's burst, a GC pause): the share tolerated is what the SLO target
+(>= 95 % of admitted in time) leaves, with a margin.
 A request beyond the limit is refused at once: it costs the proxy one JSON answer instead of
 the whole stack's time, so refusals stay cheap when offered load is many times capacity.
 """
@@ -24,9 +27,10 @@ class LimiterSettings:
     min_limit: int = 1
     max_limit: int = 1024
     late_fraction: float = 0.9  # later than this share of its SLO: a late completion
-    max_late_share: float = 0.02  # of a window's completions, before the limit shrinks
-    decrease: float = 0.8  # the limit's factor when a window was late
-    window: int = 32  # completions per adjustment
+    max_late_share: float = 0.04  # of a window's completions, before the limit shrinks
+    decrease: float = 0.9  # the limit's factor when a window was late
+    increase: float = 0.1  # a clean saturated window adds max(1, increase x limit)
+    window: int = 50  # completions per adjustment
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_limit <= self.initial_limit <= self.max_limit:
@@ -71,7 +75,7 @@ class ConcurrencyLimiter:
         s = self.settings
         if self.late > s.max_late_share * self.done:
             self.limit = max(float(s.min_limit), self.limit * s.decrease)
-        elif self.saturated and self.late == 0:
-            self.limit = min(float(s.max_limit), self.limit + 1.0)
+        elif self.saturated and self.late <= s.max_late_share * self.done / 2:
+            self.limit = min(float(s.max_limit), self.limit + max(1.0, s.increase * self.limit))
         self.done = self.late = 0
         self.saturated = False

@@ -21,6 +21,19 @@ def test_limit_refuses_beyond_it_and_frees_on_release() -> None:
     assert lim.try_acquire()
 
 
+def test_one_late_answer_in_a_window_does_not_shrink_the_limit() -> None:
+    lim = ConcurrencyLimiter(LimiterSettings(initial_limit=10, window=50))
+    for i in range(50):
+        lim.try_acquire()
+        lim.release(0.19 if i == 7 else 0.05, 0.2)
+    assert lim.limit == 10.0
+    lim = ConcurrencyLimiter(LimiterSettings(initial_limit=10, window=50))
+    for i in range(50):
+        lim.try_acquire()
+        lim.release(0.19 if i % 10 == 0 else 0.05, 0.2)  # 10 % late
+    assert lim.limit == 9.0
+
+
 def test_late_window_shrinks_limit_and_clean_saturated_window_grows_it() -> None:
     s = LimiterSettings(initial_limit=10, window=4, decrease=0.5)
     lim = ConcurrencyLimiter(s)
@@ -42,7 +55,7 @@ def test_late_window_shrinks_limit_and_clean_saturated_window_grows_it() -> None
 
 def test_failures_count_as_late_and_limit_stays_within_bounds() -> None:
     lim = ConcurrencyLimiter(LimiterSettings(initial_limit=2, min_limit=1, window=1))
-    for _ in range(5):
+    for _ in range(10):
         lim.try_acquire()
         lim.release(0.001, None, failed=True)
     assert lim.limit == 1.0

@@ -29,6 +29,7 @@ from app.bench.live_family import FamilySetup, family_setup
 from app.bench.live_session import LiveSession, LoadRun
 from app.bench.live_settings import LiveBenchSettings
 from app.sim.traces.spec import TraceSpec
+from policies.admission import LimiterSettings
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ def _run_front(s: FrontSettings) -> dict[str, Any]:
     out["cpu_ms_per_call"] = session.cpu_ms
     out["loadavg_1min_after_run"] = session.loadavg
     out["machine_cores"] = os.cpu_count()  # the simulator's front stage shares these
+    out["front_door"] = asdict(LimiterSettings())  # what the proxies ran (the resim runs it too)
     if s.baseline is not None:
         import json
 

@@ -128,6 +128,15 @@ class FrontSimSetup:
     config: SchedulerSimConfig
 
 
+def door_settings(out: dict[str, Any]) -> LimiterSettings:
+    """The front door's settings the live run had (recorded in its JSON; runs from before they
+    were recorded had the first defaults: window 32, 2 % late, x0.8, +1)."""
+    recorded = out.get("front_door")
+    if recorded is not None:
+        return LimiterSettings(**recorded)
+    return LimiterSettings(max_late_share=0.02, decrease=0.8, increase=0.0, window=32)
+
+
 def sim_setup(out: dict[str, Any], cal: FrontCalibration, door: bool) -> FrontSimSetup:
     from app.builder import task_plan
     from deployments.classifier.policy_setup import build_task_policy
@@ -146,7 +155,7 @@ def sim_setup(out: dict[str, Any], cal: FrontCalibration, door: bool) -> FrontSi
         max_ongoing=max(2 * c.max_queued_items, 64), max_queued_items=c.max_queued_items,
         task=fam.task, latency_feedback=c.latency_feedback,
         response_margin_ms=fam.cfg.http.response_margin_ms,
-        front_door=LimiterSettings() if door else None, seed=int(s["seed"]))
+        front_door=door_settings(out) if door else None, seed=int(s["seed"]))
     return FrontSimSetup(fam, lambda: build_task_policy(c, fam.profile, plan).scheduler, cfg)
 
 

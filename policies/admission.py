@@ -27,8 +27,8 @@ class LimiterSettings:
     min_limit: int = 1
     max_limit: int = 1024
     late_fraction: float = 0.9  # later than this share of its SLO: a late completion
-    max_late_share: float = 0.04  # of a window's completions, before the limit shrinks
-    decrease: float = 0.9  # the limit's factor when a window was late
+    max_late_share: float = 0.02  # of a window's completions, before the limit shrinks
+    decrease: float = 0.8  # the limit's factor when a window was late
     increase: float = 0.1  # a clean saturated window adds max(1, increase x limit)
     window: int = 50  # completions per adjustment
 

@@ -138,6 +138,9 @@ class OtasPolicy:
     def decide(self, snapshot: OtasSnapshot, now_s: float) -> OtasDecision:
         pruned = prune_infeasible(snapshot.batches, now_s, self.profile, self._all_gammas)
         batches = pruned.batches
+        if not batches:  # everything queued was infeasible: evict it, run nothing
+            return OtasDecision(None, (), None, pruned.evicted_request_ids,
+                                AllocationMethod.RATE_TABLE, 0.0, None)
         problem = build_problem(batches, now_s, self.profile)
         if self.switch.use_rate_table(len(batches), now_s, snapshot.service_start_s):
             gi = self.profile.gamma_index(self.rate_table.gamma_for(snapshot.arrival_rate_qps))

@@ -118,6 +118,16 @@ def test_policy_evicts_infeasible_and_runs_earliest() -> None:
     assert fixed.gamma == -15 and fixed.run_request_ids == (0,)
 
 
+def test_policy_with_only_infeasible_batches_evicts_them_and_runs_nothing() -> None:
+    """Found by the live bench's simulator (jobs of 32 under OTAS): once every queued batch was
+    infeasible the rate table was asked to allocate zero batches and raised."""
+    profile = _profile()
+    q = add_query(BatchQueue(), req(1, 0.0, latency_s=0.0001, utility=1.0), BatchingParams())
+    d = OtasPolicy(profile, RateTable.paper_table_i()).decide(OtasSnapshot(q.batches, 100.0),
+                                                                now_s=0.0)
+    assert d.evicted_request_ids == (1,) and d.run_request_ids == () and d.gamma is None
+
+
 @pytest.mark.parametrize("setting", ["served", "paper"])
 def test_simulator_is_deterministic_and_accounts_every_query(setting: str) -> None:
     from app.sim.otas.experiment import run_otas_experiment

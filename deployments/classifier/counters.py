@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from deployments.wire import ItemResult, ItemStatus
 
 COUNTER_NAMES = ("requests", "ok", "deadline_met", "late", "deadline_exceeded", "shed",
-                 "errors", "accuracy_sum", "batches", "batch_items")
+                 "errors", "accuracy_sum", "batches", "batch_items", "decoded")
 
 
 @dataclass
@@ -21,6 +21,10 @@ class ReplicaCounters:
 
     def arrived(self, count: int) -> None:
         self.values["requests"] += count
+
+    def decoded(self, count: int) -> None:
+        """Items this replica decoded (decode work spent, whether or not they were queued)."""
+        self.values["decoded"] += count
 
     def batch(self, size: int) -> None:
         self.values["batches"] += 1

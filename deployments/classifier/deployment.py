@@ -137,14 +137,24 @@ class Classifier:
         (before or while decoding) is answered deadline_exceeded without decoding the rest."""
         lost = deadline_lost(call)
         if lost():
-            return ClassifyOutcome(results=lost_results(call))
+            return ClassifyOutcome(results=self._lost(call))
         decoded = await asyncio.to_thread(decode_items, self.model, call.task, call.inputs, lost)
+        self.loop.counters.decoded(len(decoded.items))
         if decoded.problem is not None:
             return ClassifyOutcome(problem=decoded.problem)
         if decoded.deadline_lost or lost():
-            return ClassifyOutcome(results=lost_results(call))
+            return ClassifyOutcome(results=self._lost(call))
         return ClassifyOutcome(results=tuple(await self.loop.submit(
             work_items(call, decoded.items))))
+
+    def _lost(self, call: ClassifyCall) -> tuple[ItemResult, ...]:
+        """deadline_exceeded for every item of a call whose deadline was lost before it was
+        queued, counted as arrived and answered (so /v1/status counts what clients see)."""
+        results = lost_results(call)
+        self.loop.counters.arrived(len(results))
+        for r in results:
+            self.loop.counters.answered(r)
+        return results
 
     async def classify_many(self, calls: list[ClassifyCall]) -> list[ClassifyOutcome]:
         """Calls the ingress coalesced into one handle call (deployments/ingress/coalesce.py):

@@ -29,7 +29,7 @@ from app.bench.live_family import FamilySetup, family_setup
 from app.bench.live_session import LiveSession, LoadRun
 from app.bench.live_settings import LiveBenchSettings
 from app.sim.traces.spec import TraceSpec
-from policies.admission import LimiterSettings
+from deployments.ingress.front_door import settings_from_env
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,8 @@ def _run_front(s: FrontSettings) -> dict[str, Any]:
     out["cpu_ms_per_call"] = session.cpu_ms
     out["loadavg_1min_after_run"] = session.loadavg
     out["machine_cores"] = os.cpu_count()  # the simulator's front stage shares these
-    out["front_door"] = asdict(LimiterSettings())  # what the proxies ran (the resim runs it too)
+    # what the proxies ran (the resim runs it too): the defaults or ADAPTSERVE_FRONT_DOOR
+    out["front_door"] = asdict(settings_from_env(os.environ))
     if s.baseline is not None:
         import json
 

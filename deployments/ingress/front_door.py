@@ -18,8 +18,10 @@ deployments/ingress/clock.py) to the answer's start, which is what the limiter l
 from __future__ import annotations
 
 import json
+import os
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import fields
 from typing import Any
 
 from starlette.middleware import Middleware
@@ -40,9 +42,33 @@ RETRY_AFTER_S = 1
 REFUSAL_MARK = "concurrency limit"  # in every front-door refusal's message (benches tell them apart)
 
 
+SETTINGS_ENV = "ADAPTSERVE_FRONT_DOOR"  # JSON object of LimiterSettings fields
+
+
+def settings_from_env(environ: Mapping[str, str]) -> LimiterSettings:
+    """The limiter's settings: the defaults, overridden by the JSON object in
+    `ADAPTSERVE_FRONT_DOOR` (e.g. '{"late_fraction": 0.6}'). Unknown keys and non-numbers
+    are refused, naming the valid keys: the proxy would rather not start than run a limit
+    its operator did not ask for."""
+    raw = environ.get(SETTINGS_ENV, "").strip()
+    if not raw:
+        return LimiterSettings()
+    valid = {f.name: f.type for f in fields(LimiterSettings)}
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError(f"{SETTINGS_ENV} must be a JSON object of {sorted(valid)}")
+    unknown = sorted(set(data) - set(valid))
+    if unknown:
+        raise ValueError(f"{SETTINGS_ENV}: unknown keys {unknown}; valid: {sorted(valid)}")
+    for key, value in data.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{SETTINGS_ENV}: {key} must be a number, got {value!r}")
+    return LimiterSettings(**data)
+
+
 def proxy_middlewares() -> list[Middleware]:
-    """Serve's HTTP proxy callback."""
-    return [Middleware(FrontDoor)]
+    """Serve's HTTP proxy callback (the limiter's settings from `ADAPTSERVE_FRONT_DOOR`)."""
+    return [Middleware(FrontDoor, settings=settings_from_env(os.environ))]
 
 
 def peek(body: bytes) -> tuple[str, float | None] | None:

@@ -11,7 +11,13 @@ from pathlib import Path
 from pydantic import Field, model_validator
 
 from deployments.classifier.config import ClassifierConfig
-from deployments.config import ControllerConfig, RequestPathConfig, StrictConfig
+from deployments.config import (
+    GRPC_MESSAGE_ENV,
+    ControllerConfig,
+    RequestPathConfig,
+    StrictConfig,
+    grpc_message_bytes,
+)
 from deployments.ingress.config import HttpConfig
 from deployments.models.cache import DEFAULT_MODELS_DIR
 from profiling.paths import DEFAULT_PLANS_DIR, DEFAULT_PROFILES_DIR
@@ -62,6 +68,19 @@ class AppConfig(StrictConfig):
     def _timeouts(self) -> AppConfig:
         if self.controller.stale_after_s < self.controller.interval_s:
             raise ValueError("controller.stale_after_s must be >= controller.interval_s")
+        return self
+
+    @model_validator(mode="after")
+    def _body_fits_a_call(self) -> AppConfig:
+        path = self.request_path
+        if path.handle_transport != "grpc":
+            return self
+        limit = grpc_message_bytes(path.replica_env)
+        if 2 * self.http.max_body_bytes > limit:
+            raise ValueError(
+                f"http.max_body_bytes ({self.http.max_body_bytes}) must be at most half the gRPC "
+                f"message limit between replicas ({limit} bytes, request_path.replica_env "
+                f"{GRPC_MESSAGE_ENV}): a job's items travel in one call")
         return self
 
     def classifier(self, name: str) -> ClassifierConfig:

@@ -25,11 +25,25 @@ class ControllerConfig(StrictConfig):
                                  description="a replica silent this long no longer counts in load")
 
 
+GRPC_MESSAGE_ENV = "RAY_SERVE_REPLICA_GRPC_MAX_MESSAGE_LENGTH"
+GRPC_MESSAGE_BYTES = 64 * 1024 * 1024
+RAY_GRPC_MESSAGE_BYTES = 4 * 1024 * 1024  # Ray Serve's default when the env does not say
+
+
+def grpc_message_bytes(env: dict[str, str]) -> int:
+    """The gRPC receive limit of calls between replicas under `env` (Ray's default if unset)."""
+    return int(env.get(GRPC_MESSAGE_ENV, RAY_GRPC_MESSAGE_BYTES))
+
+
 THROUGHPUT_ENV = {
     # Serve runs user code and the handle router on the replica's own event loop instead of
     # a thread each: no cross-thread hand-off per call (~10% less CPU per request, docs/front.md)
     "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
     "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
+    # calls between replicas travel over gRPC, whose receive limit is 4 MiB by default: a
+    # job's items (up to http.max_body_bytes of base64) travel in one call (app/config.py
+    # checks the body limit fits; the ingress's coalescer keeps merged calls under half of it)
+    GRPC_MESSAGE_ENV: str(GRPC_MESSAGE_BYTES),
 }
 
 

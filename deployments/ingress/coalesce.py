@@ -21,6 +21,12 @@ from deployments.dispatch import Attempt, call_until, classify_outcome
 from deployments.wire import ClassifyCall, ClassifyOutcome
 
 
+def call_bytes(call: ClassifyCall) -> int:
+    """The bytes a call's inputs carry (their strings: base64 images, audio; text)."""
+    return sum(len(v) for item in call.inputs for v in item.values()
+               if isinstance(v, (str, bytes)))
+
+
 @dataclass
 class _Pending:
     call: ClassifyCall
@@ -32,18 +38,28 @@ class Coalescer:
     """One per family (per ingress replica). `observe(n)` is told the size of every call sent."""
 
     def __init__(self, handle: Any, max_calls: int,
-                 observe: Callable[[int], None] = lambda n: None) -> None:
+                 observe: Callable[[int], None] = lambda n: None,
+                 max_bytes: int | None = None) -> None:
+        """`max_bytes`: a merged call carries at most this many bytes of inputs (a call larger
+        on its own travels alone), under the gRPC message limit between replicas."""
         self.handle = handle
         self.max_calls = max_calls
+        self.max_bytes = max_bytes
         self.observe = observe
         self.pending: list[_Pending] = []
+        self.pending_bytes = 0
 
     async def classify(self, call: ClassifyCall, wait_s: float) -> ClassifyOutcome:
         """The call's outcome, waiting at most `wait_s` (then its items are answered
         deadline_exceeded; a dead replica is retried within that time)."""
         loop = asyncio.get_running_loop()
         entry = _Pending(call, wait_s, loop.create_future())
+        size = call_bytes(call)
+        if (self.max_bytes is not None and self.pending
+                and self.pending_bytes + size > self.max_bytes):
+            self._flush()
         self.pending.append(entry)
+        self.pending_bytes += size
         if len(self.pending) >= self.max_calls:
             self._flush()
         elif len(self.pending) == 1:
@@ -55,7 +71,7 @@ class Coalescer:
         return classify_outcome(call, attempt)
 
     def _flush(self) -> None:
-        batch, self.pending = self.pending, []
+        batch, self.pending, self.pending_bytes = self.pending, [], 0
         if batch:
             asyncio.get_running_loop().create_task(self._send(batch))
 

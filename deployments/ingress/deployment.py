@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from ray import serve
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from deployments.config import RequestPathConfig
+from deployments.config import RequestPathConfig, grpc_message_bytes
 from deployments.handles import await_response, warm_handles, with_transport
 from deployments.ingress.admission import Admission, FamilyCapacity
 from deployments.ingress.catalog import Catalog
@@ -170,8 +170,10 @@ class Ingress:
         admission = Admission(catalog, capacity, self.http.num_replicas,
                               self.http.max_job_queue_share)
         routes = {f: with_transport(h, transport) for f, h in routes.items()}
+        # merged calls stay under half the gRPC message limit (a job alone fits: app/config.py)
+        max_bytes = (grpc_message_bytes(path.replica_env) // 2 if transport == "grpc" else None)
         self.service = IngressService(catalog, self.http, routes, admission, self.metrics,
-                                      path.coalesce_max_calls)
+                                      path.coalesce_max_calls, max_bytes)
         self.controller = controller
         self.probes = {n: with_transport(h, transport) for n, h in probes.items()}
         self.ready: set[str] = set()

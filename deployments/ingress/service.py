@@ -99,13 +99,13 @@ def to_response(r: ItemResult, arrival_s: float, now_s: float) -> ClassifyRespon
 
 class IngressService:
     def __init__(self, catalog: Catalog, http: HttpConfig, routes: dict[str, Any],
-                 admission: Admission, metrics: IngressMetrics, coalesce_max_calls: int = 1
-                 ) -> None:
+                 admission: Admission, metrics: IngressMetrics, coalesce_max_calls: int = 1,
+                 coalesce_max_bytes: int | None = None) -> None:
         """`routes`: family -> the handle whose `classify_many(calls)` answers it."""
         self.catalog = catalog
         self.http = http
         self.routes = {f: Coalescer(h, coalesce_max_calls,
-                                    metrics.coalesced.labels(f).observe)
+                                    metrics.coalesced.labels(f).observe, coalesce_max_bytes)
                        for f, h in routes.items()}
         self.admission = admission
         self.metrics = metrics

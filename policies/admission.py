@@ -31,12 +31,18 @@ class LimiterSettings:
     decrease: float = 0.8  # the limit's factor when a window was late
     increase: float = 0.1  # a clean saturated window adds max(1, increase x limit)
     window: int = 50  # completions per adjustment
+    # a late window shrinks the limit only if the requests in flight reached this share of it
+    # during the window: lateness with few in flight is the machine's (a neighbour, a pause),
+    # not the queue's, and a smaller limit would only refuse the next burst (0: any late window)
+    busy_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_limit <= self.initial_limit <= self.max_limit:
             raise ValueError("need 1 <= min_limit <= initial_limit <= max_limit")
         if not (0 < self.decrease < 1 and self.late_fraction > 0 and self.window >= 1):
             raise ValueError("need 0 < decrease < 1, late_fraction > 0, window >= 1")
+        if not 0 <= self.busy_fraction <= 1:
+            raise ValueError("need 0 <= busy_fraction <= 1")
 
 
 class ConcurrencyLimiter:
@@ -50,6 +56,7 @@ class ConcurrencyLimiter:
         self.late = 0
         self.saturated = False
         self.refused = 0
+        self.peak = 0  # the most in flight during the window
 
     def try_acquire(self) -> bool:
         """Admit one request (the caller must `release` it) or refuse it."""
@@ -58,6 +65,7 @@ class ConcurrencyLimiter:
             self.refused += 1
             return False
         self.inflight += 1
+        self.peak = max(self.peak, self.inflight)
         return True
 
     def release(self, latency_s: float, slo_s: float | None, failed: bool = False) -> None:
@@ -73,9 +81,11 @@ class ConcurrencyLimiter:
 
     def _adjust(self) -> None:
         s = self.settings
-        if self.late > s.max_late_share * self.done:
+        queued = self.peak >= s.busy_fraction * self.limit
+        if self.late > s.max_late_share * self.done and queued:
             self.limit = max(float(s.min_limit), self.limit * s.decrease)
         elif self.saturated and self.late <= s.max_late_share * self.done / 2:
             self.limit = min(float(s.max_limit), self.limit + max(1.0, s.increase * self.limit))
         self.done = self.late = 0
         self.saturated = False
+        self.peak = self.inflight

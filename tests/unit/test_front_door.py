@@ -173,3 +173,21 @@ def test_a_429_from_behind_counts_as_late() -> None:
         status, _, _ = await _call(door, "/v1/classify", [body])
         assert status == 429 and door.limiters["m"].limit == 5.0  # fast, yet late
     asyncio.run(scenario())
+
+
+def test_a_late_window_with_few_in_flight_keeps_the_limit_when_busy_fraction_asks() -> None:
+    """busy_fraction 0.5: lateness while in flight stayed under half the limit is the machine's,
+    not the queue's: the limit stays; the same lateness with the limit half reached shrinks it."""
+    s = LimiterSettings(initial_limit=10, window=4, decrease=0.5, busy_fraction=0.5)
+    lim = ConcurrencyLimiter(s)
+    for _ in range(4):  # one at a time, all late
+        lim.try_acquire()
+        lim.release(0.19, 0.2)
+    assert lim.limit == 10.0
+    for _ in range(5):
+        assert lim.try_acquire()
+    for _ in range(4):
+        lim.release(0.19, 0.2)
+    assert lim.limit == 5.0
+    with pytest.raises(ValueError):
+        LimiterSettings(busy_fraction=1.5)

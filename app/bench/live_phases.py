@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from app.bench.live_statics import StaticConfig, best_static, resolve_statics, r
 from app.bench.loadgen_report import plot_runs
 from app.bench.processes import app_replicas, serve_memory
 from app.sim.traces.spec import TraceSpec
+from deployments.ingress.front_door import settings_from_env
 
 
 @dataclass(frozen=True)
@@ -160,15 +161,17 @@ def run_live(settings: LiveBenchSettings) -> dict[str, Any]:
                            "job_size": a.job_size, "policy": a.policy,
                            "min_accuracy": a.min_accuracy, "utilities": list(a.utilities)}
     session = _live_phases(b, out, t0)
-    runs = {n: RecordedRun(r.records, r.series) for n, r in session.runs.items()}
+    runs = {n: RecordedRun(r.records, r.series, r.wall_s) for n, r in session.runs.items()}
+    out["cpu_ms_per_call"] = session.cpu_ms
+    out["cpu_count"] = out["machine_cores"] = os.cpu_count()  # simfront's front stage shares them
+    # what the proxies ran (simfront runs it too): the defaults or ADAPTSERVE_FRONT_DOOR
+    out["front_door"] = asdict(settings_from_env(os.environ))
     sim = simulate_runs(a, phase_inputs(a, out, runs))
     out["sim_inputs"] = sim.inputs
     for name in ("static_2x", f"{a.policy}_2x"):
         sim.series[f"live {name}"] = session.runs[name].series
     out["runs"] = {n: r.summary for n, r in session.runs.items()}
     out["loadavg_1min_after_run"] = session.loadavg
-    out["cpu_ms_per_call"] = session.cpu_ms
-    out["cpu_count"] = os.cpu_count()
     out["sim"] = sim.summaries
     out["series"] = sim.series
     out["checks"] = checks(out, a.policy)

@@ -22,7 +22,8 @@ def read_records(records_dir: Path) -> dict[str, RecordedRun]:
     runs = {}
     for f in sorted(records_dir.glob("*.json")):
         d = json.loads(f.read_text())
-        runs[f.stem] = RecordedRun([RequestRecord(**r) for r in d["records"]], d["timeseries"])
+        runs[f.stem] = RecordedRun([RequestRecord(**r) for r in d["records"]], d["timeseries"],
+                                   float(d.get("wall_s") or 0.0))
     return runs
 
 

@@ -1,5 +1,5 @@
 """Phase 4 of the live benchmark: the scheduler simulator on the same profile, plan files,
-traces and seeds as the live runs, two ways:
+traces and seeds as the live runs, three ways:
 
 - "sim": batch times from the profile (the model alone on an idle core) and a constant stack
   time per call (p50 at light load);
@@ -7,7 +7,9 @@ traces and seeds as the live runs, two ways:
   in the runs it predicts (app/sim/replica/served.py): the ramp steps at and past the static
   configuration's capacity (the best-goodput step and the ones after it), the machine's state
   nearest the predicted load (stack times grow with load; the light steps understate them).
-  Its figures pool `sim_seeds` runs (service and stack samples).
+  Its figures pool `sim_seeds` runs (service and stack samples);
+- "simfront": simcal's batch times behind the front door and the stack's CPU as a front stage
+  (app/bench/live_front.py), seeds pooled as simcal's.
 """
 
 from __future__ import annotations
@@ -16,9 +18,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from app.bench import live as lb
 from app.bench.knob_metrics import KnobMetrics, knob_metrics, pool
 from app.bench.live_family import FamilySetup, family_setup
+from app.bench.live_front import (
+    FRONT_KIND,
+    FrontModel,
+    FrontRuns,
+    FrontSim,
+    ModelCpu,
+    RunCpu,
+    simulate_front,
+    try_front_model,
+)
 from app.bench.live_report import SIM_KINDS, hops_p50_ms
 from app.bench.live_settings import (
     BenchConfigs,
@@ -46,6 +60,7 @@ class RecordedRun:
 
     records: list[RequestRecord]
     series: dict[str, Any]
+    wall_s: float = 0.0  # the load generator's, tail included (0: not recorded)
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,8 @@ class SimPhaseInputs:
     others: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     # runs whose records give batch times of the variants the calibration runs never ran
     served_runs: tuple[str, ...] = ("warmup_adaptive",)
+    # what simfront reads of the run's JSON (FRONT_KEYS; app/bench/live_front.py)
+    front_json: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -87,6 +104,10 @@ class Predicted:
     spec: TraceSpec
 
 
+FRONT_KEYS = ("cpu_ms_per_call", "front_door", "machine_cores", "cpu_count", "statics",
+              "capacity")
+
+
 def loaded_steps(steps: list[dict[str, Any]]) -> list[str]:
     """The ramp's runs at and past its best goodput (older JSON names them ramp_<i>)."""
     best = max(range(len(steps)), key=lambda i: steps[i]["goodput_qps"])
@@ -109,7 +130,7 @@ def phase_inputs(settings: LiveBenchSettings, out: Mapping[str, Any],
         TraceSpec(**out["spec_1x"]) if "spec_1x" in out else None,
         bench_configs(settings, args, k, slo_ms, best), k, slo_ms,
         {f"static_{c.label}_2x": static_args(settings, args, k, slo_ms, c) for c in others},
-        ("warmup_adaptive", *loaded))
+        ("warmup_adaptive", *loaded), {key: out[key] for key in FRONT_KEYS if key in out})
 
 
 def calibration(settings: LiveBenchSettings, inputs: SimPhaseInputs) -> Calibration:
@@ -190,31 +211,66 @@ class KindResult:
     summary: LoadSummary  # over every seed's records
     series: dict[str, Any]  # the first seed's time series
     knobs: KnobMetrics  # over every seed's records
+    model_cores: float | None = None  # simfront: the model's cores its last pass assumed
+
+
+@dataclass(frozen=True)
+class FrontSetup:
+    """simfront's model and the model-CPU measure it shares the cores with."""
+
+    model: FrontModel
+    cpu: ModelCpu
 
 
 def _simulate_kind(kind: str, run: Predicted, policy: RunPolicy, sim_cfg: SchedulerSimConfig,
-                   settings: LiveBenchSettings, setup: FamilySetup,
-                   cal: Calibration) -> KindResult:
+                   settings: LiveBenchSettings, setup: FamilySetup, cal: Calibration,
+                   front: FrontSetup | None = None) -> KindResult:
     arrivals = arrival_times(run.spec, trace_data_dir(run.spec, settings.data_dir))
     duration_s, slo_ms = run.spec.duration_s, sim_cfg.slo_ms
-    calibrated = kind == "simcal"
+    calibrated = kind != "sim"  # simcal, simfront: the live batch times
     seeds = range(settings.seed, settings.seed + (settings.sim_seeds if calibrated else 1))
     records: list[RequestRecord] = []
     series: dict[str, Any] = {}
     knobs: list[KnobMetrics] = []
+    model_cores: list[float] = []
     for seed in seeds:
         # the policy decides from the profile it knows; the service times are the sim's
-        served = ServedTimes(cal.served_records, setup.profile, seed=seed) if calibrated else None
-        stack = StackDelays(cal.timings, seed=seed) if calibrated else None
-        sim = simulate(setup.profile, lambda _k: policy.scheduler(setup.profile), arrivals,
-                       duration_s, replace(sim_cfg, seed=seed), service_times=served,
-                       stack=stack)
+        def served(seed: int = seed) -> ServedTimes:
+            return ServedTimes(cal.served_records, setup.profile, seed=seed)
+
+        def scheduler(_k: int) -> Any:
+            return policy.scheduler(setup.profile)
+        cfg = replace(sim_cfg, seed=seed)
+        if kind == FRONT_KIND:
+            if front is None:
+                raise ValueError(f"{FRONT_KIND} needs the front model (app/bench/live_front.py)")
+            sim, cores = simulate_front(front.model, front.cpu, FrontSim(
+                run.name, setup.profile, scheduler, arrivals, duration_s, cfg, served))
+            model_cores.append(cores)
+        else:
+            stack = StackDelays(cal.timings, seed=seed) if kind == "simcal" else None
+            sim = simulate(setup.profile, scheduler, arrivals, duration_s, cfg,
+                           service_times=served() if calibrated else None, stack=stack)
         if not records:
             series = timeseries(sim.records, duration_s, slo_ms)
         records += sim.records
         knobs.append(knob_metrics(sim.records, duration_s, slo_ms, settings.job_size,
                                   settings.min_accuracy, settings.utilities))
-    return KindResult(summarize(records, len(seeds) * duration_s, slo_ms), series, pool(knobs))
+    return KindResult(summarize(records, len(seeds) * duration_s, slo_ms), series, pool(knobs),
+                      float(np.mean(model_cores)) if model_cores else None)
+
+
+def front_of(settings: LiveBenchSettings, inputs: SimPhaseInputs, cal: Calibration,
+             predicted: list[Predicted], profile: Profile) -> FrontSetup | None:
+    """simfront's model from the run's CPU figures (None: the run has none; module doc)."""
+    model = ModelCpu(profile)
+    cpu_ms = inputs.front_json.get("cpu_ms_per_call") or {}
+    cpu = {n: RunCpu.of(r.records, settings.job_size, r.wall_s, cpu_ms[n], model)
+           for n, r in inputs.runs.items() if n in cpu_ms}
+    runs = FrontRuns(cpu, {n: r.records for n, r in inputs.runs.items()},
+                     inputs.ramp[0].get("run", "ramp_0"), cal.runs, [p.name for p in predicted])
+    front = try_front_model(inputs.front_json, runs, settings.job_size, cal.served_records)
+    return None if front is None else FrontSetup(front, model)
 
 
 def simulate_runs(settings: LiveBenchSettings, inputs: SimPhaseInputs) -> SimPhaseResult:
@@ -222,12 +278,19 @@ def simulate_runs(settings: LiveBenchSettings, inputs: SimPhaseInputs) -> SimPha
     setup = family_setup(inputs.configs.args, settings.family)
     cal = calibration(settings, inputs)
     result = SimPhaseResult(_sim_inputs(settings, inputs, cal, setup), {}, {})
-    for run in _predicted(settings, inputs):
+    predicted = _predicted(settings, inputs)
+    front = front_of(settings, inputs, cal, predicted, setup.profile)
+    result.inputs[FRONT_KIND] = None if front is None else {**front.model.to_dict(),
+                                                            "model_cores": {}}
+    kinds = [k for k in SIM_KINDS if k != FRONT_KIND or front is not None]
+    for run in predicted:
         policy = _run_policy(run, setup, settings.family)
         sim_cfg = _sim_config(settings, inputs, setup, cal, policy.classifier)
-        for kind in SIM_KINDS:
-            k = _simulate_kind(kind, run, policy, sim_cfg, settings, setup, cal)
+        for kind in kinds:
+            k = _simulate_kind(kind, run, policy, sim_cfg, settings, setup, cal, front)
             result.summaries[f"{kind}_{run.name}"] = k.summary
             result.series[f"{kind} {run.name}"] = k.series
             result.knobs[f"{kind}_{run.name}"] = k.knobs
+            if k.model_cores is not None:
+                result.inputs[FRONT_KIND]["model_cores"][run.name] = k.model_cores
     return result

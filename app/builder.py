@@ -5,9 +5,10 @@
            \\-> controller <- classifier replicas report / fetch plans
 
 Before binding, missing or stale artifacts are made (models trained, profiles measured, plans
-built; all cached under `.cache/`), so replicas only load them. The builder resolves every file
-a deployment needs (`FamilyArtifacts`: profiles, plan files) and hands them in: shells never
-work file names out.
+built; all cached under `.cache/` of the node the builder runs on). The builder then reads every
+artifact a deployment needs (`FamilyArtifacts`: weights, profiles, plans) and hands them in as
+deployment arguments, so replicas read no file: on a cluster they start on any node, with the
+very weights and plans the builder measured (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ from ray.serve.deployment import Deployment
 from app.config import AppConfig, ClassifierConfig, HttpConfig, PathsConfig
 from app.controller.controller import Controller
 from deployments.classifier.deployment import Classifier
-from deployments.classifier.policy_setup import read_plan
+from deployments.classifier.policy_setup import TaskPlan, read_plan, read_task_plans
 from deployments.ingress.admission import FamilyCapacity
 from deployments.ingress.catalog import Catalog, family_info
 from deployments.ingress.deployment import Ingress
+from deployments.models.registry import FamilyWeights
 from deployments.preprocess import Preprocess
 from policies.profile import Profile
 from policies.schedulers.plan_types import Plan
@@ -74,27 +76,31 @@ def ensure_plan(c: ClassifierConfig, cfg: AppConfig, profiles: Mapping[str, Path
 
 @dataclass(frozen=True)
 class FamilyArtifacts:
-    """What a classifier deployment is handed: the model's modalities, each served task's
-    profile (in the family's task order) and the plan file its policy reads (none when it
+    """What a classifier deployment is handed: the family's weights and modalities, each served
+    task's profile (in the family's task order) and the plan its policy reads (none when it
     reads none)."""
 
     name: str
+    weights: FamilyWeights
     modalities: tuple[str, ...]
     profiles: Mapping[str, Profile]
-    plan_paths: Mapping[str, Path]
+    plans: Mapping[str, TaskPlan]
 
 
 def family_artifacts(c: ClassifierConfig, paths: PathsConfig) -> FamilyArtifacts:
-    from deployments.models.registry import load_model
+    from deployments.models.registry import load_weights, read_weights
     from profiling.artifacts import load_profile
 
-    model = load_model(c.name, cache_dir=paths.models_dir, device="cpu")
+    weights = read_weights(c.name, paths.models_dir)
+    model = load_weights(weights, device="cpu")
     tasks = [t for t in model.tasks() if c.tasks is None or t in c.tasks]
     kind = plan_kind(c.policy)
+    plan_paths = {} if kind is None else {t: plan_file(paths.plans_dir, c.name, t, kind)
+                                          for t in tasks}
     return FamilyArtifacts(
-        c.name, tuple(model.modalities()),
+        c.name, weights, tuple(model.modalities()),
         {t: load_profile(profile_file(paths.profiles_dir, c.name, t)) for t in tasks},
-        {} if kind is None else {t: plan_file(paths.plans_dir, c.name, t, kind) for t in tasks})
+        read_task_plans(c.policy, plan_paths))
 
 
 def task_plan(c: ClassifierConfig, paths: PathsConfig, task: str) -> Plan | None:
@@ -136,8 +142,9 @@ def bind_graph(cfg: AppConfig, catalog: Catalog,
     env = cfg.request_path.replica_env
     side = with_env(cfg.http.ray_actor_options, env)
     transport = cfg.request_path.handle_transport
-    controller = _deployment(Controller).options(ray_actor_options=side,
-                                    logging_config={"enable_access_log": False}).bind(data)
+    controller = _deployment(Controller).options(
+        ray_actor_options=side, logging_config={"enable_access_log": False},
+    ).bind(data, {n: dict(f.plans) for n, f in families.items()})
     classifiers = {
         c.name: _deployment(Classifier).options(
             name=classifier_deployment_name(c.name), num_replicas=c.num_replicas,
@@ -145,9 +152,8 @@ def bind_graph(cfg: AppConfig, catalog: Catalog,
             max_ongoing_requests=max(2 * c.max_queued_items, 64),
             health_check_period_s=c.health_check_period_s,
             logging_config={"enable_access_log": False},
-        ).bind(c.model_dump(mode="json"), data["paths"]["models_dir"],
-               dict(families[c.name].profiles),
-               {t: str(p) for t, p in families[c.name].plan_paths.items()},
+        ).bind(c.model_dump(mode="json"), families[c.name].weights,
+               dict(families[c.name].profiles), dict(families[c.name].plans),
                data["controller"], controller)
         for c in cfg.classifiers}
     probes: dict[str, Any] = {classifier_deployment_name(n): h for n, h in classifiers.items()}
@@ -157,13 +163,13 @@ def bind_graph(cfg: AppConfig, catalog: Catalog,
             num_replicas=cfg.http.preprocess_replicas, ray_actor_options=side,
             max_ongoing_requests=cfg.http.max_ongoing_requests,
             logging_config={"enable_access_log": False},
-        ).bind([c.name for c in cfg.classifiers], data["paths"]["models_dir"], classifiers,
+        ).bind({c.name: families[c.name].weights for c in cfg.classifiers}, classifiers,
                cfg.http.deadline_grace_s, transport)
         routes = {n: preprocess for n in classifiers}
         probes["Preprocess"] = preprocess
     return _deployment(Ingress).options(**ingress_options(cfg.http, env)).bind(
         catalog, data["http"], data["request_path"], routes, probes, controller,
-        family_capacity(cfg))
+        family_capacity(cfg), classifiers)
 
 
 def ingress_options(http: HttpConfig, env: Mapping[str, str]) -> dict[str, Any]:

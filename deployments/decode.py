@@ -37,7 +37,7 @@ def decode_items(model: Any, task: str, items: tuple[dict[str, Any], ...],
         try:
             decoded.append(model.decode(inputs, task))
         except InputError as exc:
-            return DecodeResult(problem=InputProblem("invalid_input", f"{where}: {exc}", where))
+            return DecodeResult(problem=InputProblem(exc.problem, f"{where}: {exc}", where))
         except Exception as exc:  # a decode bug: answer 500, keep the replica alive
             log.exception("decode failed unexpectedly")
             return DecodeResult(problem=InputProblem(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from ray import serve
 from app.config import AppConfig
 from app.controller.plan_book import PlanBook
 from deployments.classifier.counters import COUNTER_NAMES
+from deployments.classifier.policy_setup import TaskPlan
 from deployments.wire import PlanUpdate, ReplicaReport
 
 
@@ -39,12 +40,16 @@ class DeploymentState:
 class PolicyController:
     """Aggregates replica reports per deployment and picks plans by load (no Ray inside)."""
 
-    def __init__(self, config: AppConfig, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: AppConfig, clock: Callable[[], float] = time.time,
+                 plans: Mapping[str, Mapping[str, TaskPlan]] | None = None) -> None:
+        """`plans`: deployment -> task -> the plan the builder read (as its replicas got it)."""
         self.config = config
         self.clock = clock
         self.started_s = clock()
+        plans = plans or {}
         self.deployments = {
-            c.name: DeploymentState(c.policy, PlanBook(config.paths.plans_dir, c.name, c.policy))
+            c.name: DeploymentState(c.policy, PlanBook(config.paths.plans_dir, c.name, c.policy,
+                                                       plans.get(c.name)))
             for c in config.classifiers}
 
     def fresh_replicas(self, name: str) -> list[ReplicaReport]:
@@ -168,8 +173,9 @@ class _Collector:
 class Controller:
     """Serve wrapper: one replica, called by classifier replicas and the ingress."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.core = PolicyController(AppConfig.model_validate(config))
+    def __init__(self, config: dict[str, Any],
+                 plans: dict[str, dict[str, TaskPlan]] | None = None) -> None:
+        self.core = PolicyController(AppConfig.model_validate(config), plans=plans)
 
     def report(self, rep: ReplicaReport) -> list[PlanUpdate]:
         return self.core.report(rep)

@@ -1,8 +1,10 @@
 """Which plan each (deployment, task) should run at the monitored load (used by the controller).
 
-Plans are the files `profiling.paths.plan_file` names for the deployment's policy (its
-`registry.plan_kind`); a file is re-read when its modification time changes, so offline
-re-planning reaches live replicas. For a RAMSIS policy set the controller picks the table for
+Plans start as the builder read them (handed in with the app, so a controller on any node of a
+cluster has them). Where the controller can see the files `profiling.paths.plan_file` names for
+the deployment's policy (its `registry.plan_kind`), as on a single machine, a file is re-read
+when its modification time changes, so offline re-planning reaches live replicas; on a cluster,
+re-planning reaches them by deploying the app again. For a RAMSIS policy set the controller picks the table for
 the deployment's current load and pushes it alone (a `RamsisTable`, which pins the replicas to
 it: RAMSIS's monitor, section 3.2.2); any other plan is pushed whole whenever its `plan_id`
 changes.
@@ -11,10 +13,11 @@ changes.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deployments.classifier.policy_setup import read_plan
+from deployments.classifier.policy_setup import TaskPlan, read_plan
 from deployments.wire import PlanUpdate
 from policies.model_selection.table import RamsisSelector
 from policies.schedulers.plan_types import Plan, RamsisPolicySet, RamsisTable
@@ -26,22 +29,32 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Entry:
-    """A plan file as last read (`mtime`), with what selection derives from it."""
+    """A plan as last read (`mtime` of its file; None: as the builder handed it in), with what
+    selection derives from it."""
 
-    mtime: float
+    mtime: float | None
     plan: Plan
     selector: RamsisSelector | None = None
     pinned: dict[float, RamsisTable] = field(default_factory=dict)  # table load -> its plan
 
 
+def _entry(mtime: float | None, plan: Plan) -> _Entry:
+    selector = RamsisSelector(list(plan.tables)) if isinstance(plan, RamsisPolicySet) else None
+    return _Entry(mtime, plan, selector)
+
+
 class PlanBook:
     """Plans of one deployment's tasks, selected by load."""
 
-    def __init__(self, plans_dir: Path, deployment: str, policy: str) -> None:
+    def __init__(self, plans_dir: Path, deployment: str, policy: str,
+                 plans: Mapping[str, TaskPlan] | None = None) -> None:
+        """`plans`: task -> the plan the builder read (what the replicas start with)."""
         self.plans_dir = Path(plans_dir)
         self.deployment = deployment
         self.kind = plan_kind(policy)
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, _Entry] = {
+            t: _entry(None, held.plan) for t, held in (plans or {}).items()
+            if held.plan is not None and self.kind is not None}
 
     def path(self, task: str) -> Path | None:
         """The plan file of `task` (None: the policy reads none)."""
@@ -55,8 +68,8 @@ class PlanBook:
             return None
         try:
             mtime = path.stat().st_mtime
-        except OSError:
-            return None
+        except OSError:  # no file here (another node): the plan handed in, if any
+            return self._entries.get(task)
         entry = self._entries.get(task)
         if entry is None or entry.mtime != mtime:
             try:
@@ -66,14 +79,12 @@ class PlanBook:
                 return entry
             if plan is None:
                 return entry
-            selector = (RamsisSelector(list(plan.tables))
-                        if isinstance(plan, RamsisPolicySet) else None)
-            self._entries[task] = entry = _Entry(mtime, plan, selector)
+            self._entries[task] = entry = _entry(mtime, plan)
         return entry
 
     def select(self, task: str, load_qps: float) -> PlanUpdate | None:
         """The plan the replicas of this deployment should hold for `task` at `load_qps`
-        (the deployment's total arrival rate); None when there is no plan file."""
+        (the deployment's total arrival rate); None when it has no plan."""
         entry = self._load(task)
         if entry is None:
             return None

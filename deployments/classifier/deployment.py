@@ -1,9 +1,9 @@
 """Classifier replicas: one Serve deployment per model family (options from `ClassifierConfig`).
 
-Each replica loads its family's weights from the cache (CUDA when the replica sees a GPU) and its
-plan files, and serves `submit(items)` through a `ReplicaLoop` (deadline queue + scheduler + one
-model thread). The builder hands it the profiles and the plan file of each task, so the shell
-never works a file name out. A background task reports stats to the controller every
+Each replica loads its family's weights (CUDA when the replica sees a GPU) and serves
+`submit(items)` through a `ReplicaLoop` (deadline queue + scheduler + one model thread). The
+builder hands it everything it needs as arguments: the weights (bytes), each task's profile and
+plan; the replica reads no file, so it starts the same on any node of a cluster. A background task reports stats to the controller every
 `controller.interval_s` and applies the plans it answers with; when the controller is
 unreachable the replica keeps its last plans.
 """
@@ -14,7 +14,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,9 +22,15 @@ from ray import serve
 
 from deployments.classifier.config import ClassifierConfig
 from deployments.classifier.loop import LoopSettings, ReplicaLoop
-from deployments.classifier.policy_setup import TaskPolicy, apply_update, build_policies
+from deployments.classifier.policy_setup import (
+    TaskPlan,
+    TaskPolicy,
+    apply_update,
+    build_policies,
+)
 from deployments.config import ControllerConfig
 from deployments.decode import deadline_lost, decode_items, lost_results, work_items
+from deployments.models.registry import FamilyWeights
 from deployments.wire import (
     ClassifyCall,
     ClassifyOutcome,
@@ -46,10 +51,10 @@ def pick_device(setting: str) -> torch.device:
     return torch.device("cpu")
 
 
-def load_family(name: str, models_dir: Path, device: torch.device) -> Any:
-    from deployments.models.registry import load_model
+def load_family(weights: FamilyWeights, device: torch.device) -> Any:
+    from deployments.models.registry import load_weights
 
-    return load_model(name, cache_dir=models_dir, device=str(device)).to(device)
+    return load_weights(weights, device=str(device)).to(device)
 
 
 def warm_up(model: Any, tasks: tuple[str, ...],
@@ -83,20 +88,20 @@ class Classifier:
     """A thin Serve shell around `ReplicaLoop`."""
 
     # Serve supports an async constructor; it lets the replica start its reporting task.
-    async def __init__(self, cfg: dict[str, Any], models_dir: str,  # type: ignore[misc]
-                       profiles: dict[str, Profile], plan_paths: dict[str, str],
+    async def __init__(self, cfg: dict[str, Any], weights: FamilyWeights,  # type: ignore[misc]
+                       profiles: dict[str, Profile], plans: dict[str, TaskPlan],
                        controller_cfg: dict[str, Any], controller: Any = None) -> None:
-        """`profiles`: task -> profile of every task served; `plan_paths`: task -> the plan
-        file the policy reads (empty when it reads none)."""
+        """`weights`: the family's trained weights; `profiles`: task -> profile of every task
+        served; `plans`: task -> the plan the policy reads (empty when it reads none)."""
         torch.set_num_threads(1)
         self.cfg = ClassifierConfig.model_validate(cfg)
         self.controller_cfg = ControllerConfig.model_validate(controller_cfg)
         self.controller = controller
         self.device = pick_device(self.cfg.device)
-        self.model = load_family(self.cfg.name, Path(models_dir), self.device)
+        self.model = load_family(weights, self.device)
+        self.weights_sha256 = weights.sha256
         self.profiles = dict(profiles)
-        self.policies: dict[str, TaskPolicy] = build_policies(
-            self.cfg, self.profiles, {t: Path(p) for t, p in plan_paths.items()})
+        self.policies: dict[str, TaskPolicy] = build_policies(self.cfg, self.profiles, plans)
         self.replica_id = replica_id()
         settings = LoopSettings(self.replica_id, self.cfg.max_queued_items,
                                 self.controller_cfg.window_s, self.cfg.latency_feedback)
@@ -104,8 +109,8 @@ class Classifier:
                                 self._run_batch, profile_ms=profile_lookup(self.profiles))
         await self.loop.run_in_worker(warm_up, self.model, tuple(self.profiles), self._run_batch)
         self._reporter = asyncio.get_running_loop().create_task(self._report_forever())
-        log.info("classifier %s replica %s ready on %s (policies %s)", self.cfg.name,
-                 self.replica_id, self.device,
+        log.info("classifier %s replica %s ready on %s (weights sha256 %s, policies %s)",
+                 self.cfg.name, self.replica_id, self.device, weights.sha256[:12],
                  {t: p.scheduler.name for t, p in self.policies.items()})
 
     def _run_batch(self, variant: Variant, task: str,

@@ -1,11 +1,12 @@
-"""A replica's per-task schedulers, from its config, its profiles and the plan files the builder
-resolved for it (app/builder.py: this shell never works a file name out).
+"""A replica's per-task schedulers, from its config, its profiles and the plans the builder read
+for it (app/builder.py reads the plan files and hands the plans in, `TaskPlan`: replicas on any
+node of a cluster get them without a shared file system).
 
 A missing plan file, while the policy needs a plan it cannot build itself, leaves that task on
 the config's plan-free `fallback_policy`, visibly: `TaskPolicy.fallback_reason` goes into every
-report (the controller's /v1/status and `adaptserve_policy_fallback`). Anything else raises and
-the replica does not start: an unreadable or invalid plan file, or a scheduler that cannot be
-built from a valid config and plan (a bug).
+report (the controller's /v1/status and `adaptserve_policy_fallback`). Anything else raises: an
+unreadable or invalid plan file (when it is read), or a scheduler that cannot be built from a
+valid config and plan (a bug; the replica does not start).
 """
 
 from __future__ import annotations
@@ -41,6 +42,15 @@ class TaskPolicy:
         return self.fallback_reason is not None
 
 
+@dataclass(frozen=True)
+class TaskPlan:
+    """A task's plan as the builder read it: the file it came from (named in messages) and the
+    plan in it (None: no such file; the replicas run the fallback policy and say so)."""
+
+    source: str
+    plan: Plan | None
+
+
 def read_plan(path: Path, kind: PlanKind) -> Plan | None:
     """The plan in the file at `path`, None when there is no such file; a file that is not a
     valid plan of `kind` is a ValueError naming the file and the bad field."""
@@ -55,35 +65,44 @@ def read_plan(path: Path, kind: PlanKind) -> Plan | None:
 
 
 def build_task_policy(cfg: ClassifierConfig, profile: Profile, plan: Plan | None,
-                      plan_path: Path | None = None) -> TaskPolicy:
+                      plan_source: str | None = None) -> TaskPolicy:
     """The configured policy on `plan`, or the fallback when the policy needs a plan and has
-    none (`plan_path`: where the builder looked, for the reason)."""
+    none (`plan_source`: the file the builder looked for, for the reason)."""
     try:
         scheduler = make_scheduler(cfg.policy, profile, plan, cfg.scheduler_params())
         return TaskPolicy(scheduler, "" if plan is None else plan.plan_id)
     except MissingPlan as exc:
-        reason = f"no plan file {plan_path}: {exc}" if plan_path is not None else str(exc)
+        reason = f"no plan file {plan_source}: {exc}" if plan_source is not None else str(exc)
     log.warning("%s: %s runs %r instead of %r: %s", cfg.name, profile.name, cfg.fallback_policy,
                 cfg.policy, reason)
     fallback = make_scheduler(cfg.fallback_policy, profile, None, cfg.fallback_params())
     return TaskPolicy(fallback, "fallback", reason)
 
 
+def read_task_plans(policy: str, plan_paths: Mapping[str, Path]) -> dict[str, TaskPlan]:
+    """Task -> the plan `policy` reads from its file in `plan_paths` (empty when the policy reads
+    none); an unreadable or invalid file is a ValueError naming it."""
+    kind = plan_kind(policy)
+    if kind is None:
+        return {}
+    return {t: TaskPlan(str(p), read_plan(Path(p), kind)) for t, p in plan_paths.items()}
+
+
 def build_policies(cfg: ClassifierConfig, profiles: Mapping[str, Profile],
-                   plan_paths: Mapping[str, Path]) -> dict[str, TaskPolicy]:
-    """One policy per profiled task; `plan_paths` holds every task's plan file when the policy
-    reads one (`registry.plan_kind`)."""
+                   plans: Mapping[str, TaskPlan]) -> dict[str, TaskPolicy]:
+    """One policy per profiled task; `plans` holds every task's plan when the policy reads one
+    (`registry.plan_kind`; `read_task_plans`)."""
     kind = plan_kind(cfg.policy)
     out: dict[str, TaskPolicy] = {}
     for task, profile in profiles.items():
         if kind is None:
             out[task] = build_task_policy(cfg, profile, None)
             continue
-        if task not in plan_paths:
-            raise ValueError(f"{cfg.name}: no plan path for task {task!r} (policy {cfg.policy} "
+        if task not in plans:
+            raise ValueError(f"{cfg.name}: no plan for task {task!r} (policy {cfg.policy} "
                              f"reads {kind.value} plans)")
-        path = Path(plan_paths[task])
-        out[task] = build_task_policy(cfg, profile, read_plan(path, kind), path)
+        held = plans[task]
+        out[task] = build_task_policy(cfg, profile, held.plan, held.source)
     return out
 
 

@@ -12,7 +12,19 @@ from deployments.config import StrictConfig
 class HttpConfig(StrictConfig):
     max_body_bytes: int = Field(
         default=8 * 1024 * 1024, gt=0,
-        description="largest accepted request body; larger bodies get 413 payload_too_large")
+        description="largest accepted request body; larger bodies get 413 payload_too_large "
+                    "(refused while the body streams; the proxy applies ADAPTSERVE_EDGE's "
+                    "max_body_bytes first: keep them equal, deployments/ingress/edge.py)")
+    body_read_timeout_s: float = Field(
+        default=20.0, gt=0,
+        description="the whole body must arrive within this long after the headers, else 408 "
+                    "body_timeout (the proxy applies ADAPTSERVE_EDGE's first)")
+    max_json_depth: int = Field(
+        default=32, ge=4,
+        description="arrays/objects nested deeper in a body: 400 json_limit_exceeded")
+    max_json_number_chars: int = Field(
+        default=64, ge=20,
+        description="a JSON number written with more characters: 400 json_limit_exceeded")
     request_timeout_s: float = Field(
         default=30.0, gt=0,
         description="upper bound on how long the ingress waits for any downstream call")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -25,11 +26,22 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from deployments.config import RequestPathConfig, grpc_message_bytes
 from deployments.handles import await_response, warm_handles, with_transport
 from deployments.ingress.admission import Admission, FamilyCapacity
+from deployments.ingress.auth import ApiKeys, load_keys
 from deployments.ingress.catalog import Catalog
 from deployments.ingress.clock import HEADER, Arrival, arrival_from
 from deployments.ingress.config import HttpConfig
+from deployments.ingress.edge import AuthGate, BodyRefused, edge_from_env, read_body
 from deployments.ingress.errors import ApiError, error_response
+from deployments.ingress.health import FamilyLiveness, WatchedHandle
 from deployments.ingress.metrics import IngressMetrics
+from deployments.ingress.openapi import declare_bodies
+from deployments.ingress.schemas import (
+    ClassifyRequest,
+    ClassifyResponse,
+    ErrorResponse,
+    JobRequest,
+    JobResponse,
+)
 from deployments.ingress.service import IngressService
 
 log = logging.getLogger(__name__)
@@ -67,14 +79,21 @@ async def _control(call: Any) -> Any:
 
 
 def build_http_app(service: IngressService, controller: Any, metrics: IngressMetrics,
-                   health: Callable[[], Awaitable[Any]]) -> FastAPI:
+                   health: Callable[[], Awaitable[Any]], keys: ApiKeys | None = None) -> FastAPI:
+    """`keys`: API keys checked here too (auth.py; the proxy's front door checks first)."""
     app = FastAPI(title="adaptserve", docs_url="/docs", openapi_url="/openapi.json")
-    limit = service.http.max_body_bytes
+    http = service.http
+    if keys is not None and not keys.open:
+        app.add_middleware(AuthGate, keys=keys)
+    declare_bodies(app, {"/v1/classify": (ClassifyRequest, ClassifyResponse),
+                         "/v1/jobs": (JobRequest, JobResponse)}, ErrorResponse)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_exc(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         type_ = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return error_response(exc.status_code, type_, str(exc.detail))
+        resp = error_response(exc.status_code, type_, str(exc.detail))
+        resp.headers.update(exc.headers or {})  # 405: `Allow`
+        return resp
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -84,13 +103,13 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
     async def classify(request: Request) -> Response:
         arrival = _arrival(request, service.http, metrics)
         return await guarded("classify", metrics,
-                             lambda: _body(request, arrival, service.classify, limit))
+                             lambda: _body(request, arrival, service.classify, http))
 
     @app.post("/v1/jobs")
     async def jobs(request: Request) -> Response:
         arrival = _arrival(request, service.http, metrics)
         return await guarded("jobs", metrics,
-                             lambda: _body(request, arrival, service.job, limit))
+                             lambda: _body(request, arrival, service.job, http))
 
     @app.get("/v1/models")
     async def models() -> Response:
@@ -98,7 +117,7 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
 
     @app.get("/v1/status")
     async def status() -> Response:
-        return await guarded("status", metrics, lambda: _control(controller.status.remote()))
+        return await guarded("status", metrics, lambda: status_of(controller, service.liveness))
 
     @app.get("/healthz")
     async def healthz() -> Response:
@@ -118,11 +137,37 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
 
 
 async def health_of(service: IngressService, ready: set[str], probes: dict[str, Any]) -> Any:
-    """200 once every deployment behind the ingress has answered a ping, else 503."""
+    """503 `not_ready` until every deployment behind the ingress has answered a ping; then 200
+    while some family has a live replica (`degraded`, naming the `down` ones, when not all do)
+    and 503 `unavailable` when none has (docs/serving.md, Health)."""
     waiting = sorted(set(probes) - ready)
     if waiting:
         raise ApiError("not_ready", f"deployments starting: {waiting}", status=503)
-    return {"status": "ok", "models": service.catalog.names()}
+    body: dict[str, Any] = {"status": "ok", "models": service.catalog.names()}
+    live = service.liveness
+    if live is None:
+        return body
+    down = live.down()
+    if down and len(down) == len(live.states):
+        raise ApiError("unavailable", f"no model family has a live replica: {down}",
+                       retry_after_s=live.settings.retry_after_s)
+    return {**body, "status": "degraded" if down else "ok", "down": down,
+            "families": live.to_json()}
+
+
+async def status_of(controller: Any, liveness: FamilyLiveness | None) -> Any:
+    """The controller's status, each family's entry marked with what this ingress knows:
+    `healthy`, `live_replicas` and `health` (state, for_s, reason)."""
+    status = await _control(controller.status.remote())
+    if liveness is None or not isinstance(status, dict):
+        return status
+    health = liveness.to_json()
+    for family, entry in (status.get("deployments") or {}).items():
+        h = health.get(family)
+        if isinstance(entry, dict) and h is not None:
+            entry.update(healthy=h["healthy"], live_replicas=h["live_replicas"],
+                         health={k: h[k] for k in ("state", "for_s", "reason")})
+    return status
 
 
 def _const(value: Any) -> Callable[[], Awaitable[Any]]:
@@ -140,12 +185,17 @@ def _arrival(request: Request, http: HttpConfig, metrics: IngressMetrics) -> Arr
 
 
 async def _body(request: Request, arrival: Arrival,
-                handle: Callable[[bytes, Arrival], Awaitable[Any]], limit: int) -> Any:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise ApiError("payload_too_large",
-                       f"request body is {declared} bytes; the limit is {limit}")
-    return await handle(await request.body(), arrival)
+                handle: Callable[[bytes, Arrival], Awaitable[Any]], http: HttpConfig) -> Any:
+    """The body read while it streams, bounded and timed as the front door reads it (edge.py):
+    the same answers when a request reaches the ingress without the proxy's middleware."""
+    try:
+        body = await read_body(request.receive, request.scope, http.max_body_bytes,
+                               http.body_read_timeout_s)
+    except BodyRefused as exc:
+        raise ApiError(exc.type, exc.message, status=exc.status) from None
+    if body is None:
+        raise ApiError("incomplete_body", "the client went away before its body was in")
+    return await handle(body, arrival)
 
 
 @serve.deployment(max_ongoing_requests=256)
@@ -158,22 +208,30 @@ class Ingress:
     async def __init__(self, catalog: Catalog, http: dict[str, Any],  # type: ignore[misc]
                        request_path: dict[str, Any], routes: dict[str, Any],
                        probes: dict[str, Any], controller: Any,
-                       capacity: dict[str, FamilyCapacity]) -> None:
+                       capacity: dict[str, FamilyCapacity],
+                       families: dict[str, Any] | None = None) -> None:
         """`routes`: family -> the deployment whose `classify` answers it (its classifier, or
         preprocess); `probes`: every deployment behind the ingress by name (warmed, and /healthz
         waits for them); `capacity`: each family's classifier replicas and queue bound
-        (admission); `request_path`: how calls travel (RequestPathConfig)."""
+        (admission); `request_path`: how calls travel (RequestPathConfig); `families`: family ->
+        its classifier deployment, probed for live replicas (health.py; default: `routes`)."""
         self.http = HttpConfig.model_validate(http)
+        self.keys = load_keys(edge_from_env(os.environ).auth, os.environ)  # as the proxy's
+        log.log(logging.WARNING if self.keys.open else logging.INFO, "ingress: %s",
+                self.keys.describe())
         path = RequestPathConfig.model_validate(request_path)
         transport = path.handle_transport
         self.metrics = IngressMetrics()
         admission = Admission(catalog, capacity, self.http.num_replicas,
                               self.http.max_job_queue_share)
-        routes = {f: with_transport(h, transport) for f, h in routes.items()}
+        self.liveness = FamilyLiveness(catalog.names(), observe=self.metrics.observe_health)
+        self._watch = self.liveness.start(families or routes)
+        routes = {f: WatchedHandle(with_transport(h, transport), f, self.liveness)
+                  for f, h in routes.items()}
         # merged calls stay under half the gRPC message limit (a job alone fits: app/config.py)
         max_bytes = (grpc_message_bytes(path.replica_env) // 2 if transport == "grpc" else None)
         self.service = IngressService(catalog, self.http, routes, admission, self.metrics,
-                                      path.coalesce_max_calls, max_bytes)
+                                      path.coalesce_max_calls, max_bytes, self.liveness)
         self.controller = controller
         self.probes = {n: with_transport(h, transport) for n, h in probes.items()}
         self.ready: set[str] = set()
@@ -182,4 +240,4 @@ class Ingress:
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return build_http_app(self.service, self.controller, self.metrics,
-                              lambda: health_of(self.service, self.ready, self.probes))
+                              lambda: health_of(self.service, self.ready, self.probes), self.keys)

@@ -2,7 +2,12 @@
 
 | type                 | status | when |
 |----------------------|--------|------|
-| malformed_json       | 400    | body is not JSON |
+| malformed_json       | 400    | body is not JSON (NaN/Infinity are not JSON numbers) |
+| json_limit_exceeded  | 400    | nested deeper than http.max_json_depth, a number too long or out of range |
+| incomplete_body      | 400    | the client went away before its body was in |
+| missing_api_key      | 401    | API keys are configured and none was sent (WWW-Authenticate: Bearer) |
+| invalid_api_key      | 401    | the key sent is not one of them (auth.py) |
+| body_timeout         | 408    | the body did not arrive within body_read_timeout_s (connection closed) |
 | invalid_request      | 422    | wrong or missing fields / types (pydantic errors, reformatted) |
 | invalid_slo          | 422    | SLO latency not positive (or other SLO field invalid) |
 | payload_too_large    | 413    | body over `http.max_body_bytes` |
@@ -12,6 +17,7 @@
 | missing_modality     | 422    | an input modality the family needs is absent |
 | unknown_modality     | 422    | an input key is not a modality of the family |
 | invalid_input        | 422    | decode rejected a value (bad base64, not an image, wrong shape) |
+| unsupported_media_type | 415  | an image in a format other than PNG, JPEG, WebP (GIF, EPS, ...) |
 | slo_unachievable     | 422    | SLO below the fastest variant's profiled latency |
 | overloaded           | 429    | admission: the deadline cannot be met (with Retry-After) |
 | not_found            | 404    | no such route |
@@ -20,6 +26,7 @@
 | replica_unavailable  | 503    | replicas died / restarting and no answer could be had |
 | controller_unavailable | 503  | status/metrics while the controller is down |
 | not_ready            | 503    | /healthz while replicas are still starting |
+| unavailable          | 503    | the model family has no live replica (Retry-After); /healthz when none has |
 """
 
 from __future__ import annotations
@@ -37,7 +44,10 @@ STATUS_BY_TYPE = {
     "missing_modality": 422, "unknown_modality": 422, "invalid_input": 422,
     "slo_unachievable": 422, "job_too_large": 413, "overloaded": 429, "not_found": 404, "method_not_allowed": 405,
     "internal_error": 500, "replica_unavailable": 503, "controller_unavailable": 503,
-    "not_ready": 503,
+    "not_ready": 503, "json_limit_exceeded": 400, "incomplete_body": 400,
+    "missing_api_key": 401, "invalid_api_key": 401, "body_timeout": 408,
+    "unsupported_media_type": 415,
+    "unavailable": 503,
 }
 
 
@@ -58,11 +68,16 @@ class ApiError(Exception):
                               self.retry_after_s)
 
 
+ERROR_TYPE_HEADER = "X-Adaptserve-Error"  # every error answer names its type here too
+
+
 def error_response(status: int, type_: str, message: str, field: str | None = None,
                    retry_after_s: int | None = None) -> JSONResponse:
     """The JSON answer; `retry_after_s` (whole seconds) becomes a `Retry-After` header."""
     body = ErrorResponse(error=ErrorBody(type=type_, message=message, field=field))
-    headers = None if retry_after_s is None else {"Retry-After": str(retry_after_s)}
+    headers = {ERROR_TYPE_HEADER: type_}  # the front door reads it (front_door.py)
+    if retry_after_s is not None:
+        headers["Retry-After"] = str(retry_after_s)
     return JSONResponse(status_code=status, content=body.model_dump(), headers=headers)
 
 

@@ -7,9 +7,15 @@ Serve loads it in every HTTP proxy through its proxy callback:
 `RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH=deployments.ingress.front_door:proxy_middlewares`
 (deployments/config.py CLUSTER_ENV; set wherever Ray starts). Only `POST /v1/classify` is
 limited; every HTTP answer passes through `json_errors`, which turns Serve's own plain-text
-refusals (its backpressure 503) into this API's JSON error body. The body is read here (it has to be read
-once anyway), its `model` and `slo.latency_ms` peeked at, and handed on unchanged. A body that
-does not parse passes through, so the ingress answers it with its usual 4xx.
+refusals (its backpressure 503) into this API's JSON error body.
+
+Before anything is forwarded, every request is checked here (deployments/ingress/edge.py):
+its API key (401; auth.py), then its body, read whole while it streams, bounded and timed
+(413/408; a slow or partial client holds no ingress slot, because Serve forwards a request
+to the ingress as soon as this middleware passes it on, and the ingress would then wait for
+the body). A classify body's `model` and `slo.latency_ms` are peeked at and the body is handed
+on unchanged. A body that does not parse passes through, so the ingress answers it with its
+usual 4xx.
 
 Latency is measured from the request's arrival as the client's clock has it (`X-Request-Start`,
 deployments/ingress/clock.py) to the answer's start, which is what the limiter learns from.
@@ -18,26 +24,39 @@ deployments/ingress/clock.py) to the answer's start, which is what the limiter l
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any
 
 from starlette.middleware import Middleware
 
+from deployments.ingress.auth import ApiKeys, check, load_keys
 from deployments.ingress.clock import HEADER, arrival_from
+from deployments.ingress.edge import (
+    ASGIApp,
+    BodyRefused,
+    ByteBudget,
+    EdgeConfig,
+    Message,
+    Receive,
+    Send,
+    edge_from_env,
+    header,
+    read_body,
+    replay,
+    send_error,
+    send_refused,
+)
+from deployments.ingress.errors import ERROR_TYPE_HEADER
 from policies.admission import ConcurrencyLimiter, LimiterSettings
 
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
-
+log = logging.getLogger(__name__)
 LIMITED_PATH = "/v1/classify"
 MAX_KEYS = 64  # families tracked; other names share one limiter (bodies choose the names)
 OTHER = "_other"
-MAX_PEEK_BYTES = 64 * 1024 * 1024  # larger bodies pass through unread (the ingress refuses)
 RETRY_AFTER_S = 1
 REFUSAL_MARK = "concurrency limit"  # in every front-door refusal's message (benches tell them apart)
 
@@ -67,8 +86,12 @@ def settings_from_env(environ: Mapping[str, str]) -> LimiterSettings:
 
 
 def proxy_middlewares() -> list[Middleware]:
-    """Serve's HTTP proxy callback (the limiter's settings from `ADAPTSERVE_FRONT_DOOR`)."""
-    return [Middleware(FrontDoor, settings=settings_from_env(os.environ))]
+    """Serve's HTTP proxy callback (the limiter's settings from `ADAPTSERVE_FRONT_DOOR`, the
+    edge's from `ADAPTSERVE_EDGE`, API keys as `auth` there says: edge.py)."""
+    edge = edge_from_env(os.environ)
+    keys = load_keys(edge.auth, os.environ)
+    log.log(logging.WARNING if keys.open else logging.INFO, "front door: %s", keys.describe())
+    return [Middleware(FrontDoor, settings=settings_from_env(os.environ), edge=edge, keys=keys)]
 
 
 def peek(body: bytes) -> tuple[str, float | None] | None:
@@ -77,11 +100,12 @@ def peek(body: bytes) -> tuple[str, float | None] | None:
         data = json.loads(body)
         model = data["model"]
         slo_ms = data.get("slo", {}).get("latency_ms")
-    except (ValueError, TypeError, KeyError, AttributeError):
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None
     if not isinstance(model, str):
         return None
-    ok = isinstance(slo_ms, (int, float)) and not isinstance(slo_ms, bool) and slo_ms > 0
+    ok = (isinstance(slo_ms, (int, float)) and not isinstance(slo_ms, bool)
+          and math.isfinite(slo_ms) and slo_ms > 0)
     return model, (slo_ms / 1000.0 if ok else None)
 
 
@@ -92,34 +116,6 @@ def refusal(model: str, limit: int) -> tuple[int, list[tuple[bytes, bytes]], byt
                    f"from the latency clients see); retry after {RETRY_AFTER_S} s"}}).encode()
     return 429, [(b"content-type", b"application/json"), (b"retry-after", b"1"),
                  (b"content-length", str(len(body)).encode())], body
-
-
-async def read_body(receive: Receive) -> tuple[bytes | None, list[Message]]:
-    """The whole body (None: larger than MAX_PEEK_BYTES, left partly unread) and the messages
-    read, to be replayed downstream."""
-    messages: list[Message] = []
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        messages.append(message)
-        if message["type"] != "http.request":
-            return b"".join(chunks), messages
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        chunks.append(chunk)
-        if size > MAX_PEEK_BYTES:
-            return None, messages
-        if not message.get("more_body", False):
-            return b"".join(chunks), messages
-
-
-def replay(messages: list[Message], receive: Receive) -> Receive:
-    pending = list(messages)
-
-    async def again() -> Message:
-        return pending.pop(0) if pending else await receive()
-    return again
 
 
 def json_errors(send: Send) -> Send:
@@ -159,10 +155,23 @@ async def _send_json(send: Send, start: Message, text: bytes) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def _error_type(start: Message) -> bytes | None:
+    """The ingress's error type of an answer (its `X-Adaptserve-Error` header), if any."""
+    for name, value in start.get("headers") or ():
+        if name.lower() == ERROR_TYPE_HEADER.lower().encode():
+            return bytes(value)
+    return None
+
+
 class FrontDoor:
-    def __init__(self, app: ASGIApp, settings: LimiterSettings | None = None) -> None:
+    def __init__(self, app: ASGIApp, settings: LimiterSettings | None = None,
+                 edge: EdgeConfig | None = None, keys: ApiKeys | None = None) -> None:
+        """`keys`: the API keys (None or none: open)."""
         self.app = app
         self.settings = settings or LimiterSettings()
+        self.edge = edge or EdgeConfig()
+        self.keys = keys or ApiKeys()
+        self.budget = ByteBudget(self.edge.max_buffered_bytes)
         self.limiters: dict[str, ConcurrencyLimiter] = {}
 
     def limiter(self, model: str) -> ConcurrencyLimiter:
@@ -176,16 +185,26 @@ class FrontDoor:
             await self.app(scope, receive, send)
             return
         send = json_errors(send)
-        if scope.get("method") != "POST" or scope.get("path") != LIMITED_PATH:
-            await self.app(scope, receive, send)
+        denied = check(self.keys, scope.get("path", ""), header(scope, b"authorization"))
+        if denied is not None:  # before the body: a refused caller costs nothing more
+            await send_error(send, denied.status, denied.type, denied.message, denied.headers)
             return
         entry_s = time.time()
-        body, messages = await read_body(receive)
-        found = None if body is None else peek(body)  # too large: the ingress answers 413
-        if found is None:
-            await self.app(scope, replay(messages, receive), send)
+        try:
+            body = await read_body(receive, scope, self.edge.max_body_bytes,
+                                   self.edge.body_read_timeout_s, self.budget)
+        except BodyRefused as exc:
+            await send_refused(send, exc)
             return
-        await self._admit(scope, replay(messages, receive), send, found, entry_s)
+        if body is None:  # the client went away before its body was in
+            return
+        receive = replay(body, receive)
+        limited = scope.get("method") == "POST" and scope.get("path") == LIMITED_PATH
+        found = peek(body) if limited else None
+        if found is None:
+            await self.app(scope, receive, send)
+            return
+        await self._admit(scope, receive, send, found, entry_s)
 
     async def _admit(self, scope: Message, receive: Receive, send: Send,
                      found: tuple[str, float | None], entry_s: float) -> None:
@@ -199,16 +218,18 @@ class FrontDoor:
         headers = dict(scope.get("headers") or [])
         raw = headers.get(HEADER.lower().encode())
         arrival = arrival_from(raw.decode("latin-1") if raw else None, entry_s, 1.0, 60.0)
-        status = {"code": 500}
+        status = {"code": 500, "unavailable": False}
 
         async def watch(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
+                status["unavailable"] = (_error_type(message) == b"unavailable")
             await send(message)
         try:
             await self.app(scope, receive, watch)
         finally:
             # a 429 from behind (the ingress's deadline admission) means the stack was too slow
-            # for what this limit let in: it counts as late, as 5xx answers do
-            limiter.release(time.time() - arrival.time_s, slo_s,
-                            failed=status["code"] >= 500 or status["code"] == 429)
+            # for what this limit let in: it counts as late, as 5xx answers do; a family with
+            # no live replica (503 unavailable, ingress health) says nothing about the limit
+            failed = (status["code"] >= 500 or status["code"] == 429) and not status["unavailable"]
+            limiter.release(time.time() - arrival.time_s, slo_s, failed=failed)

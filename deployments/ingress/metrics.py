@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from deployments.ingress.clock import Arrival, StartSource
+from policies.liveness import FamilyHealth
 
 LATENCY_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10)
 COALESCED_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
@@ -38,6 +39,10 @@ class IngressMetrics:
             "adaptserve_ingress_coalesced_calls",
             "requests per handle call from the ingress to a family (deployments/ingress/"
             "coalesce.py)", ["family"], registry=self.registry, buckets=COALESCED_BUCKETS)
+        self.family_up = Gauge(
+            "adaptserve_family_up", "1 while the family has a live replica as this ingress sees "
+            "it (up or suspect), 0 while starting or down (its requests get 503 unavailable)",
+            ["family"], registry=self.registry)
 
     def observe(self, route: str, code: int, seconds: float) -> None:
         self.requests.labels(route, str(code)).inc()
@@ -48,6 +53,9 @@ class IngressMetrics:
             self.start_ignored.labels(arrival.source.value).inc()
         elif arrival.source is StartSource.HEADER:
             self.pre_ingress.observe(arrival.pre_ingress_s)
+
+    def observe_health(self, family: str, health: FamilyHealth) -> None:
+        self.family_up.labels(family).set(1.0 if health.healthy else 0.0)
 
     def text(self) -> str:
         return generate_latest(self.registry).decode()

@@ -1,4 +1,5 @@
-"""HTTP wire format of the classification API (pydantic v2; extra fields are rejected).
+"""HTTP wire format of the classification API (pydantic v2; extra fields are rejected; a number
+field takes a JSON number only, finite: `"100"` for `latency_ms` is a 422, not 100).
 
 Every request gets exactly one JSON answer:
 - 200 `ClassifyResponse` with status "ok" (a prediction and the decision behind it);
@@ -18,12 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class SLOSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    latency_ms: float = Field(gt=0, description="end-to-end latency bound from arrival")
-    min_accuracy: float | None = Field(default=None, ge=0, le=1,
+    latency_ms: float = Field(gt=0, strict=True,
+                              description="end-to-end latency bound from arrival")
+    min_accuracy: float | None = Field(default=None, ge=0, le=1, strict=True,
                                        description="accuracy floor (modality selection)")
-    utility: float = Field(default=1.0, gt=0, description="utility of a correct, timely answer")
+    utility: float = Field(default=1.0, gt=0, strict=True,
+                           description="utility of a correct, timely answer")
 
 
 class ClassifyRequest(BaseModel):

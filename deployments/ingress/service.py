@@ -7,7 +7,6 @@ believed), so the time before the ingress handler is part of the answer's latenc
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any, TypeVar
@@ -20,6 +19,7 @@ from deployments.ingress.clock import Arrival
 from deployments.ingress.coalesce import Coalescer
 from deployments.ingress.config import HttpConfig
 from deployments.ingress.errors import ApiError, from_validation
+from deployments.ingress.health import FamilyLiveness
 from deployments.ingress.metrics import IngressMetrics
 from deployments.ingress.schemas import (
     ClassifyRequest,
@@ -30,20 +30,24 @@ from deployments.ingress.schemas import (
     PredictionOut,
     SLOSpec,
 )
+from deployments.ingress.strict_json import JsonLimits, JsonProblem, loads_strict
 from deployments.wire import ClassifyCall, ItemResult, ItemStatus
 
 M = TypeVar("M", bound=BaseModel)
 ROUTE_MARGIN_S = 1.0  # the route's own grace for a late batch comes first
 
 
-def parse_body(body: bytes, schema: type[M], max_body_bytes: int) -> M:
+def parse_body(body: bytes, schema: type[M], max_body_bytes: int,
+               limits: JsonLimits | None = None) -> M:
+    """Strict JSON (strict_json.py: no NaN/Infinity, bounded depth and numbers; 400) validated
+    by `schema` (422)."""
     if len(body) > max_body_bytes:
         raise ApiError("payload_too_large",
                        f"request body is {len(body)} bytes; the limit is {max_body_bytes}")
     try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError("malformed_json", f"request body is not valid JSON: {exc}") from None
+        data = loads_strict(body, limits or JsonLimits())
+    except JsonProblem as exc:
+        raise ApiError(exc.type, exc.message) from None
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
@@ -100,15 +104,19 @@ def to_response(r: ItemResult, arrival_s: float, now_s: float) -> ClassifyRespon
 class IngressService:
     def __init__(self, catalog: Catalog, http: HttpConfig, routes: dict[str, Any],
                  admission: Admission, metrics: IngressMetrics, coalesce_max_calls: int = 1,
-                 coalesce_max_bytes: int | None = None) -> None:
-        """`routes`: family -> the handle whose `classify_many(calls)` answers it."""
+                 coalesce_max_bytes: int | None = None,
+                 liveness: FamilyLiveness | None = None) -> None:
+        """`routes`: family -> the handle whose `classify_many(calls)` answers it;
+        `liveness`: which families have a live replica (None: assume all do)."""
         self.catalog = catalog
         self.http = http
+        self.json_limits = JsonLimits(http.max_json_depth, http.max_json_number_chars)
         self.routes = {f: Coalescer(h, coalesce_max_calls,
                                     metrics.coalesced.labels(f).observe, coalesce_max_bytes)
                        for f, h in routes.items()}
         self.admission = admission
         self.metrics = metrics
+        self.liveness = liveness
 
     def deadline_s(self, arrival: Arrival, slo: SLOSpec) -> float:
         """Arrival + SLO - the response margin (at most half the SLO is reserved)."""
@@ -116,7 +124,12 @@ class IngressService:
         return arrival.time_s + budget_ms / 1000.0
 
     def admit(self, family: FamilyInfo, task: TaskInfo, deadline_s: float) -> None:
-        """Refuse now (429 overloaded, Retry-After) what cannot be answered by its deadline."""
+        """Refuse now a family without a live replica (503 unavailable) and what cannot be
+        answered by its deadline (429 overloaded), both with Retry-After."""
+        down = self.liveness.refusal(family.name) if self.liveness is not None else None
+        if down is not None:
+            self.metrics.refused.labels(family.name, "unavailable").inc()
+            raise down
         if not self.http.deadline_admission:
             return
         refusal = self.admission.check(family, task, time.time(), deadline_s)
@@ -125,7 +138,7 @@ class IngressService:
             raise ApiError("overloaded", refusal.message, retry_after_s=refusal.retry_after_s)
 
     async def classify(self, body: bytes, arrival: Arrival) -> ClassifyResponse:
-        req = parse_body(body, ClassifyRequest, self.http.max_body_bytes)
+        req = parse_body(body, ClassifyRequest, self.http.max_body_bytes, self.json_limits)
         family, task = resolve(self.catalog, req.model, req.task, req.slo)
         check_modalities(family, req.inputs, "inputs")
         deadline_s = self.deadline_s(arrival, req.slo)
@@ -139,7 +152,7 @@ class IngressService:
         return to_response(r, arrival.time_s, time.time())
 
     async def job(self, body: bytes, arrival: Arrival) -> JobResponse:
-        req = parse_body(body, JobRequest, self.http.max_body_bytes)
+        req = parse_body(body, JobRequest, self.http.max_body_bytes, self.json_limits)
         limit = self.http.max_items_per_job
         if len(req.items) > limit:
             self.metrics.refused.labels(req.model, "job_too_large").inc()
@@ -184,10 +197,13 @@ class IngressService:
 
     async def _call(self, call: ClassifyCall) -> list[ItemResult]:
         """Results of the family's route, waiting at most until the deadline plus the grace
-        (a dead replica is retried inside that time; see deployments.dispatch)."""
+        (a dead replica is retried inside that time; see deployments.dispatch); 503
+        unavailable as soon as the family has no live replica left to answer it."""
         wait_s = min(call.deadline_s - time.time() + self.http.deadline_grace_s
                      + ROUTE_MARGIN_S, self.http.request_timeout_s)
-        outcome = await self.routes[call.family].classify(call, wait_s)
+        answer = self.routes[call.family].classify(call, wait_s)
+        outcome = await (answer if self.liveness is None
+                         else self.liveness.unless_down(call.family, answer))
         if outcome.problem is not None:
             p = outcome.problem
             raise ApiError(p.type, p.message, p.field)

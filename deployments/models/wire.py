@@ -1,9 +1,12 @@
 """Wire formats shared by the model families: JSON values in, tensors out (or `InputError`).
 
 - image: a base64 string (standard alphabet, padding required, no data-URL prefix) of PNG, JPEG or
-  any PIL-readable image bytes, grayscale or colour (converted to 8-bit grayscale, "L"), any size
-  up to 1024x1024 (resized bilinearly to the model's size). Bright ink on a dark background;
-  pixel value 255 = full ink.
+  WebP bytes, grayscale or colour (converted to 8-bit grayscale, "L"), any size up to 1024x1024
+  (resized bilinearly to the model's size). Bright ink on a dark background; pixel value 255 =
+  full ink. The format is told by the bytes' signature before PIL sees them, and PIL opens only
+  those three: another image format (GIF, EPS, ...) is `UnsupportedMediaType` (415), bytes of
+  no known image format an `InputError` (422); PIL's other plugins (EPS runs ghostscript) are
+  never reached.
 - audio: a JSON list of exactly the expected number of finite numbers (no NaN/inf, no booleans).
 - text: a non-empty string of at most `max_words` whitespace-separated words.
 
@@ -23,10 +26,44 @@ from typing import Any
 import torch
 from PIL import Image
 
-from deployments.models.base import InputError
+from deployments.models.base import InputError, UnsupportedMediaType
 
 MAX_IMAGE_SIDE = 1024
 MAX_IMAGE_B64_CHARS = 4 * 1024 * 1024
+IMAGE_FORMATS = ("PNG", "JPEG", "WEBP")  # PIL's names of the formats accepted
+ALLOWED = "PNG, JPEG or WebP"
+# signatures of image formats refused by name (415); anything else unknown is not an image (422)
+OTHER_IMAGES = ((b"GIF87a", "GIF"), (b"GIF89a", "GIF"), (b"BM", "BMP"), (b"II*\x00", "TIFF"),
+                (b"MM\x00*", "TIFF"), (b"%!PS", "PostScript/EPS"),
+                (b"\xc5\xd0\xd3\xc6", "EPS"), (b"%PDF", "PDF"), (b"\x00\x00\x01\x00", "ICO"),
+                (b"8BPS", "PSD"), (b"\x00\x00\x00\x0cjP  ", "JPEG 2000"), (b"qoif", "QOI"),
+                (b"\x76\x2f\x31\x01", "OpenEXR"), (b"#define", "XBM"), (b"/* XPM */", "XPM"))
+
+
+def image_format(raw: bytes) -> str | None:
+    """PIL's name of an accepted format (PNG, JPEG, WEBP) told by the bytes' signature; None:
+    not one of them."""
+    if raw.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "PNG"
+    if raw.startswith(b"\xff\xd8\xff"):
+        return "JPEG"
+    if raw[:4] == b"RIFF" and raw[8:12] == b"WEBP":
+        return "WEBP"
+    return None
+
+
+def check_image_format(raw: bytes, field: str) -> str:
+    """The accepted format of `raw`, else UnsupportedMediaType (another image format, named)
+    or InputError (no image format known here)."""
+    found = image_format(raw)
+    if found is not None:
+        return found
+    other = next((name for magic, name in OTHER_IMAGES if raw.startswith(magic)), None)
+    if other is None and raw[4:8] == b"ftyp":
+        other = "HEIF/AVIF"
+    if other is not None:
+        raise UnsupportedMediaType(f"{field}: {other} images are not accepted; send {ALLOWED}")
+    raise InputError(f"{field}: not a {ALLOWED} image (unrecognised bytes)")
 
 
 def check_fields(inputs: Any, required: Iterable[str], allowed: Iterable[str]) -> Mapping[str, Any]:
@@ -73,10 +110,11 @@ def decode_image(value: Any, field: str, height: int, width: int) -> torch.Tenso
         raw = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise InputError(f"{field}: invalid base64 ({exc})") from None
+    fmt = check_image_format(raw, field)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(raw)) as img:
+            with Image.open(io.BytesIO(raw), formats=[fmt]) as img:
                 if max(img.size) > MAX_IMAGE_SIDE:
                     raise InputError(f"{field}: image {img.size[0]}x{img.size[1]} exceeds "
                                      f"{MAX_IMAGE_SIDE}x{MAX_IMAGE_SIDE}")

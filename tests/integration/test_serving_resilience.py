@@ -15,7 +15,7 @@ from tests.integration.conftest import APP_NAME, Server
 pytestmark = pytest.mark.integration
 
 OK_STATUSES = {"ok", "deadline_exceeded", "shed"}
-ERROR_TYPES = {"replica_unavailable", "internal_error"}
+ERROR_TYPES = {"replica_unavailable", "internal_error", "unavailable"}
 
 
 def kill_replica(deployment: str) -> str:
@@ -41,6 +41,8 @@ def check_answer(r: HttpResponse) -> str:
         return "overloaded"
     assert r.status_code in (500, 503), r.text
     assert body["error"]["type"] in ERROR_TYPES, body
+    if body["error"]["type"] == "unavailable":  # the family has no live replica: fast 503
+        assert int(r.headers["retry-after"]) >= 1, r.headers
     return body["error"]["type"]
 
 

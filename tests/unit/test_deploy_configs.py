@@ -64,9 +64,11 @@ def test_serve_throughput_env_is_set_wherever_ray_starts() -> None:
     script = (ROOT / "scripts" / "serve.sh").read_text()
     for name, value in CLUSTER_ENV.items():
         assert f"{name}={value}" in script, name
-    service = yaml.safe_load((ROOT / "deploy" / "rayservice.yaml").read_text())
-    cluster = service["spec"]["rayClusterConfig"]
-    groups = [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
-    for group in groups:
-        env = {e["name"]: e["value"] for e in group["template"]["spec"]["containers"][0]["env"]}
-        assert env == CLUSTER_ENV
+    for manifest in ("rayservice.yaml", "rayservice-gpu.yaml"):
+        service = yaml.safe_load((ROOT / "deploy" / manifest).read_text())
+        cluster = service["spec"]["rayClusterConfig"]
+        groups = [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
+        for group in groups:
+            env = group["template"]["spec"]["containers"][0]["env"]
+            # literal values are exactly CLUSTER_ENV; secrets (API keys) come by valueFrom
+            assert {e["name"]: e["value"] for e in env if "value" in e} == CLUSTER_ENV

@@ -191,3 +191,23 @@ def test_a_late_window_with_few_in_flight_keeps_the_limit_when_busy_fraction_ask
     assert lim.limit == 5.0
     with pytest.raises(ValueError):
         LimiterSettings(busy_fraction=1.5)
+
+
+@pytest.mark.parametrize("error_type, limit", [(b"unavailable", 10.0), (b"internal_error", 5.0)])
+def test_a_family_with_no_live_replica_does_not_shrink_the_limit(error_type: bytes,
+                                                                 limit: float) -> None:
+    """The ingress's 503 `unavailable` (no live replica, ingress health) is not the limit's
+    doing; any other 5xx from behind counts as late."""
+    async def answering(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 503,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"x-adaptserve-error", error_type)]})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def scenario() -> None:
+        door = FrontDoor(answering, LimiterSettings(initial_limit=10, window=1, decrease=0.5))
+        body = json.dumps({"model": "m", "slo": {"latency_ms": 10_000}}).encode()
+        status, _, _ = await _call(door, "/v1/classify", [body])
+        assert status == 503 and door.limiters["m"].limit == limit
+    asyncio.run(scenario())

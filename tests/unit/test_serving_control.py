@@ -9,9 +9,15 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from app.config import AppConfig
+from app.config import AppConfig, ClassifierConfig
 from app.controller.controller import PolicyController
-from deployments.classifier.policy_setup import apply_update, build_policies
+from deployments.classifier.policy_setup import (
+    TaskPlan,
+    TaskPolicy,
+    apply_update,
+    build_policies,
+    read_task_plans,
+)
 from deployments.ingress.errors import from_validation
 from deployments.ingress.schemas import ClassifyRequest
 from deployments.wire import PlanUpdate, ReplicaReport
@@ -116,6 +122,11 @@ def family_profile() -> Profile:
         for n, acc, ms in (("small", 0.7, 2.0), ("big", 0.9, 8.0))))
 
 
+def _policies(c: ClassifierConfig, path: Path) -> dict[str, TaskPolicy]:
+    """The replica's policies when the builder read the plan at `path`."""
+    return build_policies(c, {"task": family_profile()}, read_task_plans(c.policy, {"task": path}))
+
+
 def test_controller_pushes_changed_plans(tmp_path: Path) -> None:
     plan = build_mosel_plan(fusion_profile(), max_job_size=4, num_levels=3)
     path = plan_file(tmp_path, "fam", "task", PlanKind.MOSEL)
@@ -127,11 +138,30 @@ def test_controller_pushes_changed_plans(tmp_path: Path) -> None:
     assert ctl.report(rep) == []
 
 
+def test_plans_handed_in_need_no_file_on_the_node(tmp_path: Path) -> None:
+    """On a cluster the controller and the replicas run where the builder's plan files are not:
+    the plans the builder read reach both through the application."""
+    plan = build_mosel_plan(fusion_profile(), max_job_size=4, num_levels=3)
+    cfg = config(tmp_path / "not-on-this-node", policy="mosel")
+    handed = {"task": TaskPlan("/builder/plans/fam.task.mosel.json", plan)}
+    held = build_policies(cfg.classifiers[0], {"task": fusion_profile()}, handed)["task"]
+    assert not held.fallback and held.plan_version == plan.plan_id
+    ctl = PolicyController(cfg, plans={"fam": handed})
+    [update] = ctl.report(report(ctl.clock()))
+    assert (update.task, update.version, update.plan) == ("task", plan.plan_id, plan)
+    assert ctl.report(ReplicaReport("fam", "r1", ctl.clock(), 1.0, 0,
+                                    plan_versions={"task": plan.plan_id})) == []
+    jelly = config(tmp_path, policy="jellyfish", max_batch_size=4).classifiers[0]
+    missing = build_policies(jelly, {"task": family_profile()},
+                             {"task": TaskPlan("/builder/plans/x.json", None)})["task"]
+    assert missing.fallback and "/builder/plans/x.json" in (missing.fallback_reason or "")
+
+
 def test_missing_plan_file_runs_the_fallback_visibly(tmp_path: Path) -> None:
     cfg = config(tmp_path, policy="jellyfish", max_batch_size=4)
     c = cfg.classifiers[0]
     path = plan_file(tmp_path, "fam", "task", PlanKind.JELLYFISH)
-    policies = build_policies(c, {"task": family_profile()}, {"task": path})
+    policies = _policies(c, path)
     held = policies["task"]
     assert held.fallback and held.scheduler.name == "most_accurate"
     assert held.fallback_reason is not None and str(path) in held.fallback_reason
@@ -164,14 +194,14 @@ def test_a_bad_plan_file_or_plan_fails_loudly(tmp_path: Path) -> None:
     path = plan_file(tmp_path, "fam", "task", PlanKind.JELLYFISH)
     path.write_text("{not json")
     with pytest.raises(ValueError, match=f"plan file {path}"):
-        build_policies(c, {"task": family_profile()}, {"task": path})
+        _policies(c, path)
     other = Profile("fam.task", "test", (VariantProfile(Variant("tiny", "tiny"), 0.5,
                                                         _points(1.0)),))
     plan = build_jellyfish_plan(other, 0.2, 1, [10.0])
     path.write_text(json.dumps(plan.to_json()))  # valid, but for variants this profile lacks
     with pytest.raises(ValueError, match="unknown variant 'tiny'"):
-        build_policies(c, {"task": family_profile()}, {"task": path})
-    held = build_policies(c, {"task": family_profile()}, {"task": tmp_path / "none.json"})
+        _policies(c, path)
+    held = _policies(c, tmp_path / "none.json")
     wrong = PlanUpdate("task", "x", build_mosel_plan(fusion_profile(), 4, 3))
     with pytest.raises(ValueError, match="runs \\['load_granular'\\] plans, not mosel_matrix"):
         apply_update(c, family_profile(), held["task"], wrong)

@@ -27,13 +27,13 @@ from app.bench.front_report import checks
 from app.bench.front_torch import TorchServerSettings, torch_server
 from app.bench.live_family import FamilySetup, family_setup
 from app.bench.live_session import LiveSession, LoadRun
-from app.bench.live_settings import LiveBenchSettings
+from app.bench.live_settings import LiveBenchSettings, LocalServe
 from app.sim.traces.spec import TraceSpec
 from deployments.ingress.front_door import settings_from_env
 
 
 @dataclass(frozen=True)
-class FrontSettings:
+class FrontSettings(LocalServe):
     config: Path = Path("serve_config.yaml")
     port: int = 8100  # the private Serve's HTTP port
     torch_port: int = 8200  # the FastAPI + torch server's
@@ -56,13 +56,6 @@ class FrontSettings:
     baseline: Path | None = None  # an earlier run's JSON (today's code): capacity ratio
     records: Path = Path("results/front/records")
     command: str = ""
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
 
 
 def code_version() -> dict[str, Any]:

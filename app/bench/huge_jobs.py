@@ -28,6 +28,7 @@ from typing import Any
 from app.bench import live as lb
 from app.bench.front import code_version
 from app.bench.huge_jobs_load import CpuSampler, JobPlan, JobRecord, job_body, job_images, run_jobs
+from app.bench.live_settings import LocalServe
 from app.bench.loadgen import LoadgenConfig, Payload, payloads_from_model, run_load_async
 from app.bench.loadgen_report import write_json
 from app.sim.traces.spec import TraceSpec
@@ -37,7 +38,7 @@ ROUTE_MARGIN_S = 1.0  # the ingress waits deadline + grace + this for a job's an
 
 
 @dataclass(frozen=True)
-class HugeJobsSettings:
+class HugeJobsSettings(LocalServe):
     config: Path = Path("serve_config.yaml")
     port: int = 8130  # the private Serve's HTTP port
     job_family: str = "family"
@@ -57,13 +58,6 @@ class HugeJobsSettings:
     seed: int = 0
     records: Path = Path("results/huge_jobs/records.json")
     command: str = ""
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
 
 
 @dataclass(frozen=True)

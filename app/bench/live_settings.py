@@ -4,7 +4,7 @@ the serve configurations it derives from them: the app as configured, a static c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +13,23 @@ from app.bench.live_statics import StaticConfig
 from app.sim.traces.spec import TraceSpec
 
 
+class LocalServe:
+    """What every benchmark's frozen settings share: its private Serve's URL (`port`) and a
+    JSON form (paths as strings)."""
+
+    port: int
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: str(v) if isinstance(v, Path) else v
+                for k, v in asdict(self).items()}  # type: ignore[call-overload]
+
+
 @dataclass(frozen=True)
-class LiveBenchSettings:
+class LiveBenchSettings(LocalServe):
     config: Path = Path("serve_config.yaml")
     port: int = 8100
     family: str = "family"
@@ -45,10 +60,6 @@ class LiveBenchSettings:
     min_accuracy: float | None = None  # the requests' accuracy SLO (MOSEL's), sent and judged
     utilities: tuple[float, ...] = ()  # the requests' utilities per call, cyclic (OTAS's)
     command: str = ""  # the command line, recorded in the JSON
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
 
 @dataclass(frozen=True)

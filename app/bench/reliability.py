@@ -24,12 +24,13 @@ import os
 import threading
 import time
 from collections.abc import Awaitable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app.bench import live as lb
 from app.bench.front import code_version
+from app.bench.live_settings import LocalServe
 from app.bench.loadgen import LoadgenConfig, Payload, payloads_from_model, run_load_async
 from app.bench.processes import serve_memory
 from app.bench.reliability_attacks import (
@@ -47,7 +48,7 @@ PHASES = ("quiet", "slowloris", "chunked", "malformed")
 
 
 @dataclass(frozen=True)
-class ReliabilitySettings:
+class ReliabilitySettings(LocalServe):
     config: Path = Path("serve_config.yaml")
     port: int = 8140  # the private Serve's HTTP port
     families: tuple[str, ...] = ("vit", "fusion", "family")
@@ -65,13 +66,6 @@ class ReliabilitySettings:
     sample_s: float = 0.5  # RSS sampling period
     seed: int = 0
     command: str = ""
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
 
 
 class MemSampler:

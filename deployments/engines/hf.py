@@ -1,0 +1,151 @@
+"""The transformers engine: a LLaVA-style model's greedy decode with a KV cache, streamed token by
+token, for models vLLM does not take (and as the reference the vLLM engine is tested against).
+
+One request runs at a time (no batching), lowest priority value first. Each model step runs on
+one worker thread, so the replica's event loop keeps serving between steps, and a cancelled
+request stops at its next step. Images come as embeddings [tokens, hidden] (the encoder stage's
+output) or as PIL images, which the engine encodes with the model's own vision tower.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from deployments.engines.base import (
+    EngineError,
+    EngineInfo,
+    GenerationRequest,
+    PromptTooLong,
+    TokenDelta,
+)
+from deployments.engines.model_dir import read_model_dir
+from deployments.engines.turns import Turns
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Run:
+    cache: Any
+    token: int  # the last token chosen
+    ids: list[int]  # tokens generated so far
+
+
+class TransformersEngine:
+    def __init__(self, model_dir: str | Path, max_model_len: int | None = None) -> None:
+        facts = read_model_dir(model_dir)
+        self._facts = facts
+        self.info = EngineInfo(name="transformers", model_dir=str(model_dir),
+                               max_model_len=max_model_len or facts.max_position,
+                               tokens_per_image=facts.tokens_per_image,
+                               image_hidden=facts.text_hidden, image_token="")
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-engine")
+        self._turns = Turns()
+        self._model: Any = None
+        self._tok: Any = None
+        self._images: Any = None
+
+    async def start(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._pool, self._load)
+
+    def _load(self) -> None:
+        from transformers import AutoImageProcessor, AutoTokenizer, LlavaForConditionalGeneration
+
+        path = self._facts.path
+        self._tok = AutoTokenizer.from_pretrained(path)
+        self._images = AutoImageProcessor.from_pretrained(path)
+        model = LlavaForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
+        self._model = model.eval()
+        token = self._tok.convert_ids_to_tokens(self._facts.image_token_id)
+        self.info = EngineInfo(**{**self.info.__dict__, "image_token": token})
+        log.info("transformers engine loaded %s", path)
+
+    def prompt_ids(self, prompt: str, num_images: int) -> list[int]:
+        """The prompt's token ids with each image placeholder expanded to its tokens."""
+        ids = self._tok(prompt, add_special_tokens=False)["input_ids"]
+        image_id = self._facts.image_token_id
+        found = sum(1 for t in ids if t == image_id)
+        if found != num_images:
+            raise EngineError(f"prompt has {found} image placeholders for {num_images} images")
+        out: list[int] = []
+        for t in ids:
+            out.extend([t] * self._facts.tokens_per_image if t == image_id else [t])
+        return out
+
+    def prompt_tokens(self, prompt: str, num_images: int) -> int:
+        return len(self.prompt_ids(prompt, num_images))
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[TokenDelta]:
+        ids = self.prompt_ids(request.prompt, len(request.images))
+        if len(ids) + request.max_tokens > self.info.max_model_len:
+            raise PromptTooLong(f"prompt of {len(ids)} tokens + max_tokens {request.max_tokens} "
+                                f"exceeds the context of {self.info.max_model_len}")
+        loop = asyncio.get_running_loop()
+        await self._turns.acquire(request.priority)
+        try:
+            run = await loop.run_in_executor(self._pool, self._prefill, ids, request.images)
+            text = ""
+            eos = self._tok.eos_token_id
+            while True:
+                finished = run.token == eos or len(run.ids) >= request.max_tokens
+                full = self._tok.decode(run.ids, skip_special_tokens=True)
+                delta, text = full[len(text):], full
+                if finished:
+                    reason = "stop" if run.token == eos else "length"
+                    yield TokenDelta(delta, (run.token,), True, reason, len(ids), len(run.ids))
+                    return
+                yield TokenDelta(delta, (run.token,))
+                run = await loop.run_in_executor(self._pool, self._step, run)
+        finally:
+            self._turns.release()
+
+    def _features(self, images: tuple[Any, ...]) -> torch.Tensor | None:
+        if not images:
+            return None
+        if all(isinstance(x, torch.Tensor) for x in images):
+            return torch.cat([x.reshape(-1, x.shape[-1]) for x in images]).float()
+        if any(isinstance(x, torch.Tensor) for x in images):
+            raise EngineError("a request's images must be all embeddings or all pixels")
+        pixels = self._images(list(images), return_tensors="pt")["pixel_values"]
+        feats = self._model.model.get_image_features(pixel_values=pixels,
+                                                     return_dict=True).pooler_output
+        return torch.cat(list(feats))
+
+    @torch.inference_mode()
+    def _prefill(self, ids: list[int], images: tuple[Any, ...]) -> _Run:
+        from transformers import DynamicCache
+
+        input_ids = torch.tensor([ids])
+        emb = self._model.get_input_embeddings()(input_ids)
+        feats = self._features(images)
+        if feats is not None:
+            mask = (input_ids == self._facts.image_token_id).unsqueeze(-1)
+            if int(mask.sum()) != feats.shape[0]:
+                raise EngineError(f"{int(mask.sum())} image tokens for {feats.shape[0]} "
+                                  "image embeddings")
+            emb = emb.masked_scatter(mask, feats.to(emb.dtype))
+        out = self._model.model.language_model(inputs_embeds=emb, past_key_values=DynamicCache(),
+                                               use_cache=True)
+        token = int(self._model.lm_head(out.last_hidden_state[:, -1]).argmax(-1))
+        return _Run(out.past_key_values, token, [token])
+
+    @torch.inference_mode()
+    def _step(self, run: _Run) -> _Run:
+        out = self._model.model.language_model(input_ids=torch.tensor([[run.token]]),
+                                               past_key_values=run.cache, use_cache=True)
+        token = int(self._model.lm_head(out.last_hidden_state[:, -1]).argmax(-1))
+        return _Run(out.past_key_values, token, [*run.ids, token])
+
+    async def abort(self, request_id: str) -> None:
+        """Requests stop when their generator is closed or cancelled; nothing else to free."""
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

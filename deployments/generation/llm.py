@@ -1,0 +1,121 @@
+"""The LLM stage (ModServe's text instances), and the monolith: an engine (vLLM or transformers,
+deployments/engines/) in the replica, streaming `GenChunk`s.
+
+Disaggregated: the images arrive as references to embeddings in the encoders' object stores,
+pulled here only now (the ingress chose this replica once all of them were ready). Monolith
+(`monolith=True`): the images arrive as bytes and the engine runs the vision tower itself, as
+plain vLLM does. Requests run in TTFT-deadline order (engine priority); a request whose TTFT
+deadline is already lost when it gets here is answered `deadline_exceeded` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from ray import serve
+
+from deployments.engines import (
+    ENGINE_KINDS,
+    EngineError,
+    GenerationRequest,
+    PromptTooLong,
+    make_engine,
+)
+from deployments.generation.model_files import ModelFiles, materialize
+from deployments.generation.wire import GenChunk, GenerateCall
+from deployments.models.base import InputError
+from policies.generation.stage_batch import priority_of, ttft_lost
+
+log = logging.getLogger(__name__)
+
+
+class LLMSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: str = "vllm"
+    engine_settings: dict[str, Any] = Field(default_factory=dict)
+    monolith: bool = False
+    min_prefill_ms: float = Field(5.0, ge=0)  # below this left before the deadline: lost
+    torch_threads: int = Field(1, ge=1)
+
+    def model_post_init(self, _: Any) -> None:
+        if self.engine not in ENGINE_KINDS:
+            raise ValueError(f"unknown engine {self.engine!r}; valid: {list(ENGINE_KINDS)}")
+
+
+@serve.deployment(max_ongoing_requests=256)
+class LLMBackend:
+    async def __init__(self, model: ModelFiles, settings: dict[str, Any]) -> None:  # type: ignore[misc]
+        import torch
+
+        self.settings = LLMSettings.model_validate(settings)
+        torch.set_num_threads(self.settings.torch_threads)
+        self.engine = make_engine(self.settings.engine, materialize(model),
+                                  self.settings.engine_settings)
+        await self.engine.start()
+        self.epoch_s = time.time()
+        self.in_flight = 0
+        log.info("LLM stage ready: %s engine, %s", self.settings.engine,
+                 "monolith" if self.settings.monolith else "disaggregated")
+
+    async def _images(self, images: list[Any]) -> tuple[Any, ...]:
+        if not images:
+            return ()
+        if self.settings.monolith:
+            from deployments.generation.vision import open_image
+
+            return tuple(open_image(b, f"image {i}") for i, b in enumerate(images))
+        return tuple(await asyncio.gather(*[_pull(refs[0]) for refs in images]))
+
+    async def generate(self, call: GenerateCall, images: list[Any]) -> AsyncIterator[GenChunk]:
+        """`images`: per image, bytes (monolith) or a 1-tuple of an ObjectRef (disaggregated)."""
+        self.in_flight += 1
+        try:
+            async for chunk in self._generate(call, images):
+                yield chunk
+        finally:
+            self.in_flight -= 1
+
+    async def _generate(self, call: GenerateCall, images: list[Any]) -> AsyncIterator[GenChunk]:
+        try:
+            pixels_or_embeds = await self._images(images)
+        except InputError as exc:
+            yield GenChunk(finished=True, status="invalid_request", message=str(exc))
+            return
+        if ttft_lost(time.time(), call.deadline_s, self.settings.min_prefill_ms / 1000.0):
+            yield GenChunk(finished=True, status="deadline_exceeded",
+                           message="the TTFT deadline was lost before prefill")
+            return
+        request = GenerationRequest(call.request_id, call.prompt, call.max_tokens,
+                                    pixels_or_embeds, priority_of(call.deadline_s, self.epoch_s))
+        try:
+            async for d in self.engine.generate(request):
+                yield GenChunk(d.text, len(d.token_ids), d.finished, d.finish_reason,
+                               prompt_tokens=d.prompt_tokens,
+                               completion_tokens=d.completion_tokens)
+        except PromptTooLong as exc:
+            yield GenChunk(finished=True, status="invalid_request", message=str(exc))
+        except EngineError as exc:
+            yield GenChunk(finished=True, status="error", message=str(exc))
+
+    def ping(self) -> str:
+        return "pong"
+
+    def prompt_tokens(self, prompt: str, num_images: int) -> int:
+        return self.engine.prompt_tokens(prompt, num_images)
+
+    def __del__(self) -> None:  # the engine's processes go with the replica
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            engine.shutdown()
+
+
+async def _pull(ref: Any) -> Any:
+    """An embeddings tensor from an encoder's object store (ObjectRefs are awaitable but not
+    futures asyncio.gather accepts)."""
+    return await ref

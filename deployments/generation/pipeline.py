@@ -1,0 +1,82 @@
+"""The generation path as the ingress runs it (asyncio + Serve handles; no torch):
+
+    disaggregated: images -> encoder replicas (one call each, in parallel) -> all ready ->
+                   LLM replica chosen, pulls the embeddings by reference -> stream
+    monolith:      images as bytes -> LLM replica (the engine encodes) -> stream
+    text only:     LLM replica -> stream (the encoders are skipped)
+
+Every request yields exactly one final chunk: the engine's, or an explicit `deadline_exceeded` /
+error chunk from the stage that gave up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from deployments.generation.wire import EncodedImage, GenChunk, GenerateCall, ImageCall
+
+log = logging.getLogger(__name__)
+
+IMAGE_STATUS = {"deadline_exceeded": "deadline_exceeded", "invalid_input": "invalid_request",
+                "unsupported_media_type": "invalid_request", "overloaded": "overloaded",
+                "error": "error"}
+
+
+@dataclass(frozen=True)
+class ChatJob:
+    request_id: str
+    prompt: str  # rendered by the chat template, one image placeholder per image
+    prompt_tokens: int  # image tokens included
+    images: tuple[bytes, ...] = field(repr=False)  # in prompt order
+    max_tokens: int
+    arrival_s: float
+    ttft_deadline_s: float
+
+
+class GenerationPipeline:
+    def __init__(self, llm: Any, encoder: Any | None, tokens_per_image: int,
+                 count_image_tokens: bool = True) -> None:
+        """`encoder` None: the monolith (images go to the LLM replica as bytes).
+        `count_image_tokens`: the LLM router's cost counts image tokens (decoder-only models)
+        or text tokens only (cross-attention models)."""
+        self.llm = llm.options(stream=True)
+        self.encoder = encoder
+        self.tokens_per_image = tokens_per_image
+        self.count_image_tokens = count_image_tokens
+
+    @property
+    def path(self) -> str:
+        return "monolith" if self.encoder is None else "disaggregated"
+
+    def call_of(self, job: ChatJob) -> GenerateCall:
+        image_tokens = len(job.images) * self.tokens_per_image
+        route = job.prompt_tokens if self.count_image_tokens else job.prompt_tokens - image_tokens
+        return GenerateCall(job.request_id, job.prompt, job.max_tokens, job.arrival_s,
+                            job.ttft_deadline_s, job.prompt_tokens, len(job.images),
+                            route_tokens=route)
+
+    async def run(self, job: ChatJob) -> AsyncIterator[GenChunk]:
+        call = self.call_of(job)
+        images: list[Any] = list(job.images)
+        if job.images and self.encoder is not None:
+            encoded = await self._encode(job)
+            bad = next((e for e in encoded if e.status != "ok"), None)
+            if bad is not None:
+                yield GenChunk(finished=True, status=IMAGE_STATUS[bad.status],  # type: ignore[arg-type]
+                               message=bad.message)
+                return
+            images = [e.ref for e in encoded]
+        async for chunk in self.llm.generate.remote(call, images):
+            yield chunk
+
+    async def _encode(self, job: ChatJob) -> list[EncodedImage]:
+        calls = [self.encoder.encode.remote(ImageCall(job.request_id, i, data, job.ttft_deadline_s,
+                                                      route_tokens=self.tokens_per_image))
+                 for i, data in enumerate(job.images)]
+        return list(await asyncio.gather(*calls))
+
+

@@ -1,0 +1,130 @@
+"""Wire format of `POST /v1/chat/completions` (OpenAI's chat completions API, the subset a
+vision-language model served greedily can honour) and the limits a request is held to.
+
+Fields taken (anything else is a 400 `unknown_parameter` naming it):
+- `model`, `messages` (roles system/developer, user, assistant; content a string or a list of
+  `text` and, in user messages, `image_url` parts with data URLs);
+- `max_completion_tokens` or its older name `max_tokens` (1..`ChatLimits.max_tokens`);
+- `stream`, `stream_options.include_usage`;
+- `temperature`: 0 or absent only. Decoding is greedy (the same request always gives the same
+  answer), so a non-zero temperature is refused (400 `unsupported_value`) rather than silently
+  ignored: a client asking for sampling would get statistics it did not ask for. OpenAI's API
+  refuses sampling values its reasoning models cannot honour the same way.
+- `top_p` (0 < top_p <= 1), `seed`, `user`: accepted and without effect: the most likely token
+  is inside every nucleus, greedy decoding needs no seed, `user` is the client's label;
+- `n`: 1 only; `stop`: null or [] only (no stop sequences);
+- `ignore_eos` (vLLM's extension, sent by `vllm bench serve --ignore-eos`): generate
+  `max_tokens` tokens whatever the model says;
+- `slo.ttft_ms` (ours): the time-to-first-token SLO in ms from arrival; the header
+  `X-Adaptserve-TTFT-SLO-Ms` says the same for clients that cannot add body fields; absent:
+  `ChatLimits.default_ttft_slo_ms`.
+
+Messages are checked by chat_messages.py (exact messages per problem), so `messages` is typed
+loosely here and described for the OpenAPI document by MESSAGES_SCHEMA.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+from deployments.config import StrictConfig
+
+TTFT_HEADER = "X-Adaptserve-TTFT-SLO-Ms"
+MIB = 1024 * 1024
+
+
+class ChatLimits(StrictConfig):
+    """What one chat request may hold (all checked before any model work)."""
+
+    max_images: int = Field(default=8, ge=0, description="image parts per request")
+    max_image_bytes: int = Field(default=4 * MIB, gt=0,
+                                 description="decoded bytes of one image")
+    max_image_pixels: int = Field(default=1024 * 1024, gt=0,
+                                  description="width x height of one image (read from its "
+                                              "header, before any decode)")
+    max_messages: int = Field(default=64, gt=0, description="messages per request")
+    max_text_chars: int = Field(default=32_000, gt=0,
+                                description="characters of all text parts together")
+    max_tokens: int = Field(default=256, gt=0,
+                            description="largest max_tokens / max_completion_tokens accepted")
+    default_max_tokens: int | None = Field(
+        default=None, gt=0, description="when the request gives none; null: max_tokens, "
+                                        "capped by the context room left after the prompt")
+    default_ttft_slo_ms: float = Field(default=2000.0, gt=0,
+                                       description="TTFT SLO of a request that names none")
+    decode_images: bool = Field(
+        default=False, description="also decode each image fully while parsing (a truncated "
+                                   "or corrupt image is a 400 before any stage runs, at the "
+                                   "cost of decoding at the ingress); false: the header only")
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    include_usage: bool = Field(default=False, strict=True,
+                                description="a last chunk with `usage` and no choices")
+
+
+class ChatSLO(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    ttft_ms: float = Field(gt=0, strict=True,
+                           description="time-to-first-token bound in ms from arrival")
+
+
+_TEXT_PART = {"type": "object", "additionalProperties": False, "required": ["type", "text"],
+              "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}
+_IMAGE_PART = {
+    "type": "object", "additionalProperties": False, "required": ["type", "image_url"],
+    "properties": {"type": {"const": "image_url"}, "image_url": {
+        "type": "object", "additionalProperties": False, "required": ["url"],
+        "properties": {"url": {"type": "string", "pattern": "^data:image/",
+                               "description": "data:image/png;base64,... (PNG, JPEG or "
+                                              "WebP); the server fetches no URL"},
+                       "detail": {"enum": ["auto", "low", "high"],
+                                  "description": "accepted, without effect"}}}}}
+
+
+def _message(roles: list[str], parts: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "object", "additionalProperties": False, "required": ["role", "content"],
+            "properties": {"role": {"enum": roles}, "name": {"type": "string"},
+                           "content": {"anyOf": [{"type": "string"},
+                                                 {"type": "array", "minItems": 1,
+                                                  "items": {"anyOf": parts}}]}}}
+
+
+MESSAGES_SCHEMA: dict[str, Any] = {
+    "type": "array", "minItems": 1, "title": "Messages",
+    "items": {"anyOf": [_message(["system", "developer"], [_TEXT_PART]),
+                        _message(["user"], [_TEXT_PART, _IMAGE_PART]),
+                        _message(["assistant"], [_TEXT_PART])]}}
+
+
+class ChatCompletionRequest(BaseModel):
+    """The body of POST /v1/chat/completions (see the module's docstring for each field)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    model: str = Field(strict=True, description="a chat model, see GET /v1/models")
+    messages: Annotated[list[Any], WithJsonSchema(MESSAGES_SCHEMA)]
+    max_completion_tokens: int | None = Field(default=None, strict=True)
+    max_tokens: int | None = Field(default=None, strict=True,
+                                   description="older name of max_completion_tokens")
+    stream: bool | None = Field(default=False, strict=True)
+    stream_options: StreamOptions | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2, strict=True,
+                                      description="0 or absent: decoding is greedy")
+    top_p: float | None = Field(default=None, gt=0, le=1, strict=True,
+                                description="accepted, without effect (greedy)")
+    n: int | None = Field(default=None, strict=True, description="1 only")
+    stop: str | list[str] | None = Field(default=None, description="null or [] only")
+    seed: int | None = Field(default=None, strict=True, description="accepted, no effect")
+    user: str | None = Field(default=None, strict=True, description="accepted, no effect")
+    ignore_eos: bool = Field(default=False, strict=True,
+                             description="vLLM's extension: generate max_tokens tokens")
+    slo: ChatSLO | None = Field(default=None, description="ours: the TTFT SLO")
+
+
+ACCEPTED_FIELDS = tuple(ChatCompletionRequest.model_fields)

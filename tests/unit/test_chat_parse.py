@@ -1,0 +1,372 @@
+"""The chat API's request layer (deployments/ingress/chat_parse.py and its parts): every bad
+input of issue 12's list is refused with its status and a message naming the problem; good
+requests keep their images in order and render through the VLM's own chat template."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import struct
+import zlib
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from deployments.ingress.chat_errors import ChatError
+from deployments.ingress.chat_messages import ImageSlot, TextSlot
+from deployments.ingress.chat_parse import ContextCheck, parse_chat, template_messages
+from deployments.ingress.chat_schemas import TTFT_HEADER, ChatLimits
+
+MODELS = ("vlm",)
+LIMITS = ChatLimits()
+
+
+def image_bytes(fmt: str = "PNG", size: tuple[int, int] = (28, 28), shade: int = 0) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", size, (shade, 255 - shade, 7)).save(buf, format=fmt)
+    return buf.getvalue()
+
+
+def data_url(raw: bytes, mime: str = "image/png") -> str:
+    return f"data:{mime};base64,{base64.b64encode(raw).decode()}"
+
+
+def image_part(url: str) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def body(*parts: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    content = list(parts) or "what is two plus three?"
+    return {"model": "vlm", "messages": [{"role": "user", "content": content}], **fields}
+
+
+def refused(raw: Any, limits: ChatLimits = LIMITS, **kw: Any) -> ChatError:
+    with pytest.raises(ChatError) as info:
+        parse_chat(raw, limits, MODELS, **kw)
+    err = info.value
+    assert err.body()["error"]["message"] == err.message and err.body()["error"]["code"]
+    return err
+
+
+TEXT = {"type": "text", "text": "read the digits"}
+PNG = data_url(image_bytes())
+
+
+# ---- issue 12's list of bad inputs ----
+
+@pytest.mark.parametrize("raw", [b'{"model": "vlm", "messages": [', b"\xff\xfe",
+                                 b'{"model": "vlm", "messages": [], "max_tokens": NaN}'])
+def test_malformed_json(raw: bytes) -> None:
+    err = refused(raw)
+    assert (err.status, err.code, err.type) == (400, "malformed_json", "invalid_request_error")
+    assert "not valid JSON" in err.message
+
+
+def test_empty_messages() -> None:
+    err = refused({"model": "vlm", "messages": []})
+    assert (err.status, err.code, err.param) == (400, "empty_messages", "messages")
+    assert "at least one message" in err.message
+
+
+def test_unknown_model_lists_the_valid_ones() -> None:
+    err = refused({**body(), "model": "gpt-4o"})
+    assert (err.status, err.code, err.param) == (404, "model_not_found", "model")
+    assert "'gpt-4o'" in err.message and "['vlm']" in err.message
+
+
+@pytest.mark.parametrize("url, code, words", [
+    ("not a url", "invalid_image_url", "not a data URL"),
+    ("data:image/png,%89PNG", "invalid_image_url", "only base64 data URLs"),
+    ("file:///etc/passwd", "invalid_image_url", "not a data URL"),
+    ("data:image/png;base64,", "invalid_base64", "holds no data"),
+    ("data:image/png;base64,iVBORw0K$$$", "invalid_base64", "invalid base64"),
+    ("data:image/png;base64,aGVsbG8gd29ybGQ=", "invalid_image", "unrecognised bytes"),
+    ("data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 40).decode(),
+     "invalid_image", "not a decodable PNG"),
+])
+def test_bad_data_url_base64_or_bytes(url: str, code: str, words: str) -> None:
+    err = refused(body(TEXT, image_part(url)))
+    assert (err.status, err.code) == (400, code)
+    assert words in err.message and err.param == "messages[0].content[1].image_url.url"
+    assert err.message.startswith(err.param)
+
+
+@pytest.mark.parametrize("url, name", [
+    (data_url(image_bytes("GIF"), "image/png"), "GIF"),  # told by the bytes, not the URL
+    (data_url(image_bytes("BMP"), ""), "BMP"),
+    (data_url(image_bytes(), "image/gif"), "'image/gif'"),  # declared: refused before decode
+    (data_url(b"hello", "text/plain"), "is not an image"),
+])
+def test_other_image_formats_are_415_as_in_classify(url: str, name: str) -> None:
+    err = refused(body(image_part(url), TEXT))
+    assert (err.status, err.code) == (415, "unsupported_media_type")
+    assert name in err.message and "PNG, JPEG or WebP" in err.message
+
+
+@pytest.mark.parametrize("url", ["https://example.com/cat.png", "http://10.0.0.1/x.jpg",
+                                 "  HTTPS://EXAMPLE.COM/x"])
+def test_remote_url_names_that_the_server_fetches_nothing(url: str) -> None:
+    err = refused(body(image_part(url), TEXT))
+    assert (err.status, err.code) == (400, "remote_url_not_supported")
+    assert "fetches nothing" in err.message and "data:image/png;base64" in err.message
+
+
+@pytest.mark.parametrize("part, role, words", [
+    ({"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}, "user",
+     "'input_audio' is not supported in a user message"),
+    ({"type": "image", "image": "x"}, "user", "'image' is not supported"),
+    ({"text": "no type"}, "user", "None is not supported"),
+    (image_part(PNG), "system", "images go in user messages"),
+    (image_part(PNG), "assistant", "takes 'text' parts"),
+])
+def test_unsupported_content_part(part: dict[str, Any], role: str, words: str) -> None:
+    raw = {"model": "vlm", "messages": [{"role": role, "content": [part]},
+                                        {"role": "user", "content": "hi"}]}
+    err = refused(raw)
+    assert (err.status, err.code, err.param) == (400, "unsupported_content_part",
+                                                 "messages[0].content[0].type")
+    assert words in err.message
+
+
+def test_too_many_images_is_refused_before_any_is_read() -> None:
+    bad = image_part("data:image/png;base64,!!!")  # never read: the count comes first
+    err = refused(body(*[bad] * 9, TEXT))
+    assert (err.status, err.code) == (400, "too_many_images")
+    assert "9 images" in err.message and "at most 8" in err.message
+
+
+def test_image_over_the_pixel_limit_from_its_header() -> None:
+    limits = ChatLimits(max_image_pixels=64 * 64)
+    err = refused(body(image_part(data_url(image_bytes(size=(65, 64)))), TEXT), limits)
+    assert (err.status, err.code) == (400, "image_too_large")
+    assert "65x64 = 4160 pixels" in err.message and "4096" in err.message
+    assert parse_chat(body(image_part(data_url(image_bytes(size=(64, 64)))), TEXT), limits,
+                      MODELS).images[0].width == 64
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG that claims `width` x `height` in a few bytes (a decompression bomb's header)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(
+            ">I", zlib.crc32(kind + data))
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64))
+            + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize("side", [2000, 10_000, 20_000])  # ours, PIL's warning, PIL's error
+def test_a_small_image_claiming_many_pixels(side: int) -> None:
+    err = refused(body(image_part(data_url(png_header(side, side))), TEXT))
+    assert (err.status, err.code) == (400, "image_too_large") and "pixels" in err.message
+
+
+def test_image_over_the_byte_limit_before_decoding() -> None:
+    raw = image_bytes("PNG", size=(200, 200))
+    err = refused(body(image_part(data_url(raw)), TEXT), ChatLimits(max_image_bytes=len(raw) - 1))
+    assert (err.status, err.code) == (400, "image_too_large")
+    assert f"{len(raw)} bytes" in err.message and f"limit is {len(raw) - 1}" in err.message
+
+
+def counting_context(context_len: int, tokens_per_image: int = 10) -> ContextCheck:
+    """A whitespace 'tokenizer' standing for the engine's (the real one: the last test)."""
+    return ContextCheck(context_len, lambda p, n: len(p.split()) + n * tokens_per_image,
+                        lambda msgs: json.dumps(msgs), image_placeholder="IMG")
+
+
+def test_prompt_longer_than_the_context() -> None:
+    err = refused(body(image_part(PNG), image_part(PNG), TEXT), context=counting_context(20))
+    assert (err.status, err.code, err.param) == (400, "context_length_exceeded", "messages")
+    assert "images included" in err.message and "context is 20 tokens" in err.message
+
+
+def test_prompt_plus_max_tokens_longer_than_the_context() -> None:
+    ctx = counting_context(40)
+    ok = parse_chat(body(image_part(PNG), TEXT), LIMITS, MODELS, context=ctx)
+    room = 40 - (ok.prompt_tokens or 0)
+    assert ok.max_tokens == room and ok.prompt is not None and "IMG" in ok.prompt
+    err = refused(body(image_part(PNG), TEXT, max_tokens=room + 1), context=ctx)
+    assert (err.code, err.param) == ("context_length_exceeded", "max_tokens")
+    assert f"at most {room} tokens" in err.message
+
+
+@pytest.mark.parametrize("fields, param", [
+    ({"max_tokens": 0}, "max_tokens"), ({"max_tokens": 257}, "max_tokens"),
+    ({"max_completion_tokens": -3}, "max_completion_tokens"),
+])
+def test_max_tokens_out_of_range(fields: dict[str, Any], param: str) -> None:
+    err = refused(body(**fields))
+    assert (err.status, err.code, err.param) == (400, "max_tokens_out_of_range", param)
+    assert "out of range: 1..256" in err.message
+
+
+def test_max_tokens_must_be_an_integer() -> None:
+    err = refused(body(max_tokens="16"))
+    assert (err.status, err.code, err.param) == (400, "invalid_request", "max_tokens")
+
+
+def test_ttft_slo_below_the_fastest_possible() -> None:
+    err = refused(body(slo={"ttft_ms": 5}), min_ttft_ms=12.5)
+    assert (err.status, err.code, err.param) == (400, "slo_unachievable", "slo.ttft_ms")
+    assert "5 ms is below" in err.message and "at least 13 ms" in err.message
+    # the floor may grow with the request's images (a stage profile's function)
+    floor = lambda images, tokens: 10.0 + 30.0 * images  # noqa: E731
+    assert parse_chat(body(slo={"ttft_ms": 35}), LIMITS, MODELS, min_ttft_ms=floor)
+    err = refused(body(image_part(PNG), TEXT, slo={"ttft_ms": 35}), min_ttft_ms=floor)
+    assert "(1 images" in err.message and "40.0 ms" in err.message
+
+
+# ---- the other refusals ----
+
+@pytest.mark.parametrize("fields, code, param, words", [
+    ({"logprobs": True}, "unknown_parameter", "logprobs", "unrecognized request argument"),
+    ({"temperature": 0.7}, "unsupported_value", "temperature", "decodes greedily"),
+    ({"n": 2}, "unsupported_value", "n", "one choice"),
+    ({"stop": ["\n"]}, "unsupported_value", "stop", "stop sequences"),
+    ({"stream_options": {"include_usage": True}}, "invalid_request", "stream_options",
+     "only allowed when stream is true"),
+    ({"max_tokens": 4, "max_completion_tokens": 5}, "invalid_request",
+     "max_completion_tokens", "differ"),
+    ({"slo": {"ttft_ms": 0}}, "invalid_slo", "slo.ttft_ms", "greater than 0"),
+    ({"stream": "yes"}, "invalid_request", "stream", "valid boolean"),
+])
+def test_parameters_we_cannot_honour(fields: dict[str, Any], code: str, param: str,
+                                     words: str) -> None:
+    err = refused(body(**fields))
+    assert (err.status, err.code, err.param) == (400, code, param)
+    assert words in err.message
+
+
+def test_unknown_parameter_names_the_accepted_ones() -> None:
+    err = refused(body(tools=[]))
+    assert "'tools'" in err.message and "max_completion_tokens" in err.message
+
+
+@pytest.mark.parametrize("message, code, words", [
+    ({"role": "tool", "content": "x", "tool_call_id": "1"}, "unsupported_role", "'tool'"),
+    ({"content": "x"}, "invalid_request", "role: required"),
+    ("hello", "invalid_request", "expected an object"),
+    ({"role": "user", "content": "x", "tool_calls": []}, "unknown_parameter", "'tool_calls'"),
+    ({"role": "user", "content": None}, "invalid_request", "required"),
+    ({"role": "user", "content": []}, "empty_content", "empty list"),
+    ({"role": "user", "content": "  "}, "empty_content", "no text and no image"),
+    ({"role": "user", "content": [{"type": "text", "text": 3}]}, "invalid_request", "string"),
+    ({"role": "user", "content": [{"type": "image_url", "image_url": PNG}]},
+     "invalid_request", "string `url`"),
+])
+def test_bad_messages(message: Any, code: str, words: str) -> None:
+    err = refused({"model": "vlm", "messages": [message]})
+    assert (err.status, err.code) == (400, code) and words in err.message
+    assert (err.param or "").startswith("messages[0]")
+
+
+def test_message_and_text_limits() -> None:
+    many = {"model": "vlm", "messages": [{"role": "user", "content": "hi"}] * 3}
+    assert refused(many, ChatLimits(max_messages=2)).code == "too_many_messages"
+    err = refused(body(TEXT, TEXT), ChatLimits(max_text_chars=20))
+    assert err.code == "text_too_long" and "30 characters" in err.message
+
+
+@pytest.mark.parametrize("headers, fields, words", [
+    ({TTFT_HEADER: "fast"}, {}, "not a positive number"),
+    ({TTFT_HEADER.lower(): "-1"}, {}, "not a positive number"),
+    ({TTFT_HEADER: "inf"}, {}, "not a positive number"),
+    ({TTFT_HEADER: "500"}, {"slo": {"ttft_ms": 400}}, "differ"),
+])
+def test_bad_slo_header(headers: dict[str, str], fields: dict[str, Any], words: str) -> None:
+    err = refused(body(**fields), headers=headers)
+    assert (err.status, err.code) == (400, "invalid_slo") and words in err.message
+
+
+# ---- good requests ----
+
+def test_one_image() -> None:
+    req = parse_chat(body(image_part(PNG), TEXT), LIMITS, MODELS)
+    assert req.model == "vlm" and req.request_id.startswith("chatcmpl-")
+    (img,) = req.images
+    assert (img.index, img.media_type, img.width, img.height) == (0, "image/png", 28, 28)
+    assert img.data == image_bytes()
+    assert req.turns[0].parts == (ImageSlot(0), TextSlot("read the digits"))
+    assert (req.max_tokens, req.stream, req.include_usage) == (256, False, False)
+    assert req.ttft_slo_ms == LIMITS.default_ttft_slo_ms
+
+
+def test_several_images_keep_their_order() -> None:
+    raws = [image_bytes("PNG", shade=10), image_bytes("JPEG", shade=90),
+            image_bytes("WEBP", shade=200), image_bytes("PNG", size=(30, 20))]
+    parts = [image_part(data_url(r)) for r in raws]
+    req = parse_chat(body(parts[0], TEXT, *parts[1:]), ChatLimits(decode_images=True), MODELS)
+    assert [i.data for i in req.images] == raws
+    assert [i.index for i in req.images] == [0, 1, 2, 3]
+    assert [i.media_type for i in req.images] == ["image/png", "image/jpeg", "image/webp",
+                                                  "image/png"]
+    assert (req.images[3].width, req.images[3].height) == (30, 20)
+    assert req.turns[0].parts == (ImageSlot(0), TextSlot("read the digits"), ImageSlot(1),
+                                  ImageSlot(2), ImageSlot(3))
+
+
+def test_text_only_with_system_prompt_and_history() -> None:
+    raw = {"model": "vlm", "max_completion_tokens": 8, "stream": True,
+           "stream_options": {"include_usage": True}, "temperature": 0, "top_p": 0.9,
+           "seed": 7, "user": "u1", "n": 1, "stop": [], "slo": {"ttft_ms": 300},
+           "messages": [{"role": "developer", "content": "answer in words"},
+                        {"role": "user", "content": "what is one plus one?", "name": "ann"},
+                        {"role": "assistant", "content": [{"type": "text", "text": "two"}]},
+                        {"role": "user", "content": "what is two plus two?"}]}
+    req = parse_chat(json.dumps(raw).encode(), LIMITS, MODELS, request_id="abc")
+    assert [t.role for t in req.turns] == ["system", "user", "assistant", "user"]
+    assert req.images == () and req.turns[3].text == "what is two plus two?"
+    assert (req.request_id, req.max_tokens, req.stream, req.include_usage, req.ttft_slo_ms) == (
+        "abc", 8, True, True, 300.0)
+
+
+def test_slo_from_the_header() -> None:
+    req = parse_chat(body(), LIMITS, MODELS, headers={TTFT_HEADER.upper(): "250"})
+    assert req.ttft_slo_ms == 250.0
+    assert parse_chat(body(slo={"ttft_ms": 250}), LIMITS, MODELS,
+                      headers={TTFT_HEADER: "250.0"}).ttft_slo_ms == 250.0
+
+
+def test_template_messages_as_strings_with_a_placeholder() -> None:
+    req = parse_chat(body(image_part(PNG), TEXT, image_part(PNG)), LIMITS, MODELS)
+    assert template_messages(req.turns, "<image>", "\n") == [
+        {"role": "user", "content": "<image>\nread the digits\n<image>"}]
+    assert template_messages(req.turns) == [{"role": "user", "content": [
+        {"type": "image"}, {"type": "text", "text": "read the digits"}, {"type": "image"}]}]
+
+
+def test_renders_and_counts_with_the_vlm_tokenizer() -> None:
+    """The parts form through the VLM's own chat template (deployments/models/vlm) gives the
+    prompt it was trained on; image tokens are counted as the engine expands them."""
+    tokenizer = pytest.importorskip("deployments.models.vlm.tokenizer").build_tokenizer()
+
+    def render(msgs: list[dict[str, Any]]) -> str:
+        return str(tokenizer.apply_chat_template(msgs, tokenize=False,
+                                                 add_generation_prompt=True))
+
+    def count(prompt: str, images: int) -> int:
+        return len(tokenizer(prompt, add_special_tokens=False).input_ids) + images * (16 - 1)
+
+    raw = {"model": "vlm", "messages": [{"role": "system", "content": "be brief"},
+                                        {"role": "user", "content": [image_part(PNG),
+                                                                     image_part(PNG), TEXT]}]}
+    req = parse_chat(raw, LIMITS, MODELS, context=ContextCheck(512, count, render))
+    assert req.prompt == "<bos>system: be brief\nuser:<image><image> read the digits\nassistant:"
+    plain = len(tokenizer(req.prompt, add_special_tokens=False).input_ids)
+    assert req.prompt_tokens == plain + 2 * 15
+    assert req.max_tokens == 256
+    sneaky = {"model": "vlm", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "read <image> the digits"}, image_part(PNG)]}]}
+    err = refused(sneaky, context=ContextCheck(512, count, render,
+                                               reserved=tuple(tokenizer.all_special_tokens)))
+    assert (err.code, err.param) == ("reserved_token", "messages[0].content")
+    assert "'<image>'" in err.message
+
+    def strict_count(prompt: str, images: int) -> int:  # as deployments/generation/prompt.py
+        found = prompt.count("<image>")
+        if found != images:
+            raise ValueError(f"the prompt holds {found} image placeholders for {images} images")
+        return count(prompt, images)
+    err = refused(sneaky, context=ContextCheck(512, strict_count, render))
+    assert (err.status, err.code) == (400, "invalid_request") and "2 image placeholders" in err.message

@@ -167,9 +167,16 @@ def bind_graph(cfg: AppConfig, catalog: Catalog,
                cfg.http.deadline_grace_s, transport)
         routes = {n: preprocess for n in classifiers}
         probes["Preprocess"] = preprocess
+    chat = None
+    if cfg.generation is not None:
+        from app.chat_graph import bind_chat, model_files
+
+        chat = bind_chat(cfg.generation, model_files(cfg.generation, cfg.paths.models_dir),
+                         lambda options: with_env(options, env))
+        probes.update(chat.probes())
     return _deployment(Ingress).options(**ingress_options(cfg.http, env)).bind(
         catalog, data["http"], data["request_path"], routes, probes, controller,
-        family_capacity(cfg), classifiers)
+        family_capacity(cfg), classifiers, chat)
 
 
 def ingress_options(http: HttpConfig, env: Mapping[str, str]) -> dict[str, Any]:

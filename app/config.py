@@ -18,6 +18,7 @@ from deployments.config import (
     StrictConfig,
     grpc_message_bytes,
 )
+from deployments.ingress.chat_config import GenerationConfig
 from deployments.ingress.config import HttpConfig
 from deployments.models.cache import DEFAULT_MODELS_DIR
 from profiling.paths import DEFAULT_PLANS_DIR, DEFAULT_PROFILES_DIR
@@ -53,6 +54,8 @@ class AppConfig(StrictConfig):
                                          description="control plane settings")
     classifiers: list[ClassifierConfig] = Field(min_length=1,
                                                 description="one Serve deployment per family")
+    generation: GenerationConfig | None = Field(
+        default=None, description="the VLM behind /v1/chat/completions (none: classify only)")
     ensure_artifacts: bool = Field(
         default=True, description="train and profile missing models when the app is built")
 

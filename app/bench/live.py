@@ -57,15 +57,16 @@ def classifier_args(args: dict[str, Any], family: str) -> dict[str, Any]:
     return dict(_classifier(args, family))
 
 
-def start_ray(port: int, num_cpus: int) -> None:
-    """A fresh local Ray instance (never someone else's cluster) and Serve on `port`."""
+def start_ray(port: int, num_cpus: int, temp_dir: str | None = None) -> None:
+    """A fresh local Ray instance (never someone else's cluster) and Serve on `port`;
+    `temp_dir`: Ray's session files there instead of under /tmp/ray."""
     import ray
     from ray import serve
 
     os.environ.pop("RAY_ADDRESS", None)
     os.environ.update(CLUSTER_ENV)  # read by the Serve processes Ray starts
     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
-             log_to_driver=False, logging_level=logging.WARNING)
+             log_to_driver=False, logging_level=logging.WARNING, _temp_dir=temp_dir)
     serve.start(http_options={"host": "127.0.0.1", "port": port})
 
 

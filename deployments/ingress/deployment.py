@@ -28,20 +28,16 @@ from deployments.handles import await_response, warm_handles, with_transport
 from deployments.ingress.admission import Admission, FamilyCapacity
 from deployments.ingress.auth import ApiKeys, load_keys
 from deployments.ingress.catalog import Catalog
+from deployments.ingress.chat_answers import models_page
+from deployments.ingress.chat_routes import add_chat_route, model_entries
+from deployments.ingress.chat_service import ChatService, chat_service
 from deployments.ingress.clock import HEADER, Arrival, arrival_from
 from deployments.ingress.config import HttpConfig
 from deployments.ingress.edge import AuthGate, BodyRefused, edge_from_env, read_body
 from deployments.ingress.errors import ApiError, error_response
 from deployments.ingress.health import FamilyLiveness, WatchedHandle
 from deployments.ingress.metrics import IngressMetrics
-from deployments.ingress.openapi import declare_bodies
-from deployments.ingress.schemas import (
-    ClassifyRequest,
-    ClassifyResponse,
-    ErrorResponse,
-    JobRequest,
-    JobResponse,
-)
+from deployments.ingress.openapi import declare_api
 from deployments.ingress.service import IngressService
 
 log = logging.getLogger(__name__)
@@ -78,16 +74,7 @@ async def _control(call: Any) -> Any:
 
 
 
-def build_http_app(service: IngressService, controller: Any, metrics: IngressMetrics,
-                   health: Callable[[], Awaitable[Any]], keys: ApiKeys | None = None) -> FastAPI:
-    """`keys`: API keys checked here too (auth.py; the proxy's front door checks first)."""
-    app = FastAPI(title="adaptserve", docs_url="/docs", openapi_url="/openapi.json")
-    http = service.http
-    if keys is not None and not keys.open:
-        app.add_middleware(AuthGate, keys=keys)
-    declare_bodies(app, {"/v1/classify": (ClassifyRequest, ClassifyResponse),
-                         "/v1/jobs": (JobRequest, JobResponse)}, ErrorResponse)
-
+def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http_exc(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         type_ = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
@@ -98,6 +85,20 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         return error_response(422, "invalid_request", str(exc.errors()))
+
+
+def build_http_app(service: IngressService, controller: Any, metrics: IngressMetrics,
+                   health: Callable[[], Awaitable[Any]], keys: ApiKeys | None = None,
+                   chat: ChatService | None = None) -> FastAPI:
+    """`keys`: API keys checked here too (auth.py; the proxy's front door checks first);
+    `chat`: the VLM's service (/v1/chat/completions), or None."""
+    app = FastAPI(title="adaptserve", docs_url="/docs", openapi_url="/openapi.json")
+    http = service.http
+    if keys is not None and not keys.open:
+        app.add_middleware(AuthGate, keys=keys)
+    declare_api(app, service.catalog, http.max_items_per_job, keys)
+
+    add_error_handlers(app)
 
     @app.post("/v1/classify")
     async def classify(request: Request) -> Response:
@@ -111,9 +112,15 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
         return await guarded("jobs", metrics,
                              lambda: _body(request, arrival, service.job, http))
 
+    if chat is not None:
+        add_chat_route(app, chat, http, metrics,
+                       lambda request: _arrival(request, http, metrics))
+
+    models_json = {**service.catalog.to_json(), **models_page(model_entries(service, chat))}
+
     @app.get("/v1/models")
     async def models() -> Response:
-        return await guarded("models", metrics, _const(service.catalog.to_json()))
+        return await guarded("models", metrics, _const(models_json))
 
     @app.get("/v1/status")
     async def status() -> Response:
@@ -209,12 +216,14 @@ class Ingress:
                        request_path: dict[str, Any], routes: dict[str, Any],
                        probes: dict[str, Any], controller: Any,
                        capacity: dict[str, FamilyCapacity],
-                       families: dict[str, Any] | None = None) -> None:
+                       families: dict[str, Any] | None = None, chat: Any = None) -> None:
         """`routes`: family -> the deployment whose `classify` answers it (its classifier, or
         preprocess); `probes`: every deployment behind the ingress by name (warmed, and /healthz
         waits for them); `capacity`: each family's classifier replicas and queue bound
         (admission); `request_path`: how calls travel (RequestPathConfig); `families`: family ->
-        its classifier deployment, probed for live replicas (health.py; default: `routes`)."""
+        its classifier deployment, probed for live replicas (health.py; default: `routes`);
+        `chat`: the generation stages (app/chat_graph.py ChatGraph) behind
+        /v1/chat/completions, or None."""
         self.http = HttpConfig.model_validate(http)
         self.keys = load_keys(edge_from_env(os.environ).auth, os.environ)  # as the proxy's
         log.log(logging.WARNING if self.keys.open else logging.INFO, "ingress: %s",
@@ -233,6 +242,7 @@ class Ingress:
         self.service = IngressService(catalog, self.http, routes, admission, self.metrics,
                                       path.coalesce_max_calls, max_bytes, self.liveness)
         self.controller = controller
+        self.chat = None if chat is None else chat_service(chat, self.http)
         self.probes = {n: with_transport(h, transport) for n, h in probes.items()}
         self.ready: set[str] = set()
         self._warm = asyncio.get_running_loop().create_task(
@@ -240,4 +250,5 @@ class Ingress:
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return build_http_app(self.service, self.controller, self.metrics,
-                              lambda: health_of(self.service, self.ready, self.probes), self.keys)
+                              lambda: health_of(self.service, self.ready, self.probes), self.keys,
+                              self.chat)

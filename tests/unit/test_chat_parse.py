@@ -352,7 +352,9 @@ def test_renders_and_counts_with_the_vlm_tokenizer() -> None:
                                         {"role": "user", "content": [image_part(PNG),
                                                                      image_part(PNG), TEXT]}]}
     req = parse_chat(raw, LIMITS, MODELS, context=ContextCheck(512, count, render))
-    assert req.prompt == "<bos>system: be brief\nuser:<image><image> read the digits\nassistant:"
+    assert req.prompt == render(template_messages(req.turns))
+    assert req.prompt.startswith("<bos>system: be brief\nuser:")
+    assert req.prompt.count("<image>") == 2 and req.prompt.endswith("assistant:")
     plain = len(tokenizer(req.prompt, add_special_tokens=False).input_ids)
     assert req.prompt_tokens == plain + 2 * 15
     assert req.max_tokens == 256

@@ -112,7 +112,7 @@ def test_openapi_declares_the_request_and_answer_bodies() -> None:
             "$ref": f"#/components/schemas/{request}"}
         ok = post["responses"]["200"]["content"]["application/json"]["schema"]
         assert ok == {"$ref": f"#/components/schemas/{answer}"}
-        assert "ErrorResponse" in str(post["responses"]["4XX"])
+        assert "ErrorResponse" in str(post["responses"]["422"])
         assert set(schemas[request]["required"]) >= {"model", "slo"}
     slo = schemas["SLOSpec"]["properties"]["latency_ms"]
     assert slo["type"] == "number" and slo["exclusiveMinimum"] == 0

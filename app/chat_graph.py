@@ -1,0 +1,86 @@
+"""The generation deployments of the serving graph (`generation:` in the app's args): the LLM
+stage and, disaggregated, the image encoders, bound for the ingress's `/v1/chat/completions`.
+
+The builder trains (or finds cached) the VLM, reads its model directory once and hands the files
+to every stage replica (deployments/generation/model_files.py), so replicas on any node serve the
+very files the builder read; the ingress gets only the small files it renders and counts prompts
+with (config, tokenizer, chat template)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from ray.serve.deployment import Deployment
+
+from deployments.generation.encoder import ImageEncoder
+from deployments.generation.llm import LLMBackend
+from deployments.generation.model_files import ModelFiles, read_model_files
+from deployments.ingress.chat_config import GenerationConfig
+
+log = logging.getLogger(__name__)
+INGRESS_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+
+
+@dataclass(frozen=True)
+class ChatGraph:
+    """What the ingress is handed: the settings, the prompt files, the stage handles."""
+
+    config: dict[str, Any]
+    prompt_files: ModelFiles
+    llm: Any
+    encoder: Any | None
+
+    def probes(self) -> dict[str, Any]:
+        out = {"LLMBackend": self.llm}
+        if self.encoder is not None:
+            out["ImageEncoder"] = self.encoder
+        return out
+
+
+def model_files(g: GenerationConfig, models_dir: Path) -> ModelFiles:
+    from deployments.models.vlm.cache import ensure_vlm
+
+    return read_model_files(ensure_vlm(models_dir), g.model)
+
+
+def context_len(g: GenerationConfig, files: ModelFiles) -> int:
+    """The engine's context: `engine_settings.max_model_len`, at most the model's positions."""
+    import json
+
+    text = json.loads(files.files["config.json"])["text_config"]
+    positions = int(text.get("max_position_embeddings", 2048))
+    return min(int(g.engine_settings.get("max_model_len", positions)), positions)
+
+
+def _deployment(cls: Any) -> Deployment:
+    return cast(Deployment, cls)
+
+
+def bind_chat(g: GenerationConfig, files: ModelFiles,
+              actor_options: Any) -> ChatGraph:
+    """`actor_options(options) -> options`: the builder's env merging for every replica."""
+    engine_settings = {**g.engine_settings, "max_model_len": context_len(g, files)}
+    llm = _deployment(LLMBackend).options(
+        num_replicas=g.llm.num_replicas, max_ongoing_requests=g.llm.max_ongoing_requests,
+        ray_actor_options=actor_options(g.llm.ray_actor_options),
+        logging_config={"enable_access_log": False},
+    ).bind(files, {"engine": g.engine, "engine_settings": engine_settings,
+                   "monolith": g.mode == "monolith"})
+    encoder = None
+    if g.mode == "disaggregated":
+        e = g.encoder
+        encoder = _deployment(ImageEncoder).options(
+            num_replicas=e.num_replicas, max_ongoing_requests=e.max_ongoing_requests,
+            ray_actor_options=actor_options(e.ray_actor_options),
+            logging_config={"enable_access_log": False},
+        ).bind(files, {"max_batch_images": e.max_batch_images,
+                       "max_queued_images": e.max_queued_images})
+    small = ModelFiles(files.name, files.sha256,
+                       {n: b for n, b in files.files.items() if n in INGRESS_FILES})
+    log.info("chat model %s (%s, %s engine, %.1f MB of files)", g.model, g.mode, g.engine,
+             files.size_bytes / 1e6)
+    config = {**g.model_dump(mode="json"), "context_len": engine_settings["max_model_len"]}
+    return ChatGraph(config, small, llm, encoder)

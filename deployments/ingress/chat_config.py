@@ -1,0 +1,41 @@
+"""`generation:` in the application's args: the VLM behind `/v1/chat/completions` and how its
+stages are laid out (docs/generation.md)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from deployments.config import StrictConfig
+from deployments.ingress.chat_schemas import ChatLimits
+
+
+class StageConfig(StrictConfig):
+    num_replicas: int = Field(1, ge=1)
+    ray_actor_options: dict[str, Any] = Field(default_factory=lambda: {"num_cpus": 0.5})
+    max_ongoing_requests: int = Field(256, ge=1)
+
+
+class EncoderStageConfig(StageConfig):
+    max_batch_images: int = Field(8, ge=1, description="images per encoder batch")
+    max_queued_images: int = Field(256, ge=1)
+
+
+class GenerationConfig(StrictConfig):
+    model: str = Field("vlm", description="the model name clients send")
+    mode: Literal["disaggregated", "monolith"] = Field(
+        "disaggregated", description="encoders apart from the LLM replicas, or vLLM with "
+                                     "pixels in one replica (the baseline)")
+    engine: Literal["vllm", "transformers"] = "vllm"
+    engine_settings: dict[str, Any] = Field(
+        default_factory=dict, description="the engine's own settings (vLLM: max_model_len, "
+                                          "max_num_seqs, kv_cache_gib, ...)")
+    architecture: Literal["decoder_only", "cross_attention"] = Field(
+        "decoder_only", description="LLM routing cost: text + image tokens (decoder-only) or "
+                                    "text tokens only (cross-attention)")
+    min_ttft_ms: float = Field(5.0, ge=0, description="below this TTFT SLO: 400")
+    limits: ChatLimits = Field(default_factory=ChatLimits)
+    encoder: EncoderStageConfig = Field(
+        default_factory=lambda: EncoderStageConfig(ray_actor_options={"num_cpus": 0.25}))
+    llm: StageConfig = Field(default_factory=StageConfig)

@@ -18,6 +18,7 @@ from ray.serve.deployment import Deployment
 from deployments.generation.encoder import ImageEncoder
 from deployments.generation.llm import LLMBackend
 from deployments.generation.model_files import ModelFiles, read_model_files
+from deployments.generation.routers import token_router_config
 from deployments.ingress.chat_config import GenerationConfig
 
 log = logging.getLogger(__name__)
@@ -65,19 +66,23 @@ def bind_chat(g: GenerationConfig, files: ModelFiles,
     engine_settings = {**g.engine_settings, "max_model_len": context_len(g, files)}
     llm = _deployment(LLMBackend).options(
         num_replicas=g.llm.num_replicas, max_ongoing_requests=g.llm.max_ongoing_requests,
+        request_router_config=token_router_config(
+            "prompt_tokens" if g.routing == "token" else "pow2"),
         ray_actor_options=actor_options(g.llm.ray_actor_options),
         logging_config={"enable_access_log": False},
     ).bind(files, {"engine": g.engine, "engine_settings": engine_settings,
-                   "monolith": g.mode == "monolith"})
+                   "monolith": g.mode == "monolith", "priority": g.priority})
     encoder = None
     if g.mode == "disaggregated":
         e = g.encoder
         encoder = _deployment(ImageEncoder).options(
             num_replicas=e.num_replicas, max_ongoing_requests=e.max_ongoing_requests,
+            request_router_config=token_router_config(
+                "image_tokens" if g.routing == "token" else "pow2"),
             ray_actor_options=actor_options(e.ray_actor_options),
             logging_config={"enable_access_log": False},
         ).bind(files, {"max_batch_images": e.max_batch_images,
-                       "max_queued_images": e.max_queued_images})
+                       "max_queued_images": e.max_queued_images, "priority": g.priority})
     small = ModelFiles(files.name, files.sha256,
                        {n: b for n, b in files.files.items() if n in INGRESS_FILES})
     log.info("chat model %s (%s, %s engine, %.1f MB of files)", g.model, g.mode, g.engine,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Literal
 
 import ray
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,6 +16,7 @@ from ray import serve
 
 from deployments.generation.encoder_loop import EncoderLoop, QueueFull
 from deployments.generation.model_files import ModelFiles, materialize
+from deployments.generation.routers import ReportsPendingTokens
 from deployments.generation.vision import VisionEncoder, open_image
 from deployments.generation.wire import EncodedImage, ImageCall
 from deployments.models.base import InputError, UnsupportedMediaType
@@ -29,10 +30,11 @@ class EncoderSettings(BaseModel):
     max_batch_images: int = Field(8, ge=1)
     max_queued_images: int = Field(256, ge=1)
     torch_threads: int = Field(1, ge=1)
+    priority: Literal["deadline", "fifo"] = "deadline"
 
 
 @serve.deployment(max_ongoing_requests=512)
-class ImageEncoder:
+class ImageEncoder(ReportsPendingTokens):
     def __init__(self, model: ModelFiles, settings: dict[str, Any]) -> None:
         import torch
         from PIL import Image
@@ -47,6 +49,10 @@ class ImageEncoder:
                  {n: round(s * 1000, 2) for n, s in self.loop.times.seconds.items()})
 
     async def encode(self, call: ImageCall) -> EncodedImage:
+        with self.holding_tokens(call):  # the image token router's count (routers.py)
+            return await self._encode(call)
+
+    async def _encode(self, call: ImageCall) -> EncodedImage:
         start = time.time()
         field = f"image {call.index}"
         try:
@@ -57,7 +63,8 @@ class ImageEncoder:
             return EncodedImage("invalid_input", message=str(exc))
         try:
             emb = await self.loop.submit(f"{call.request_id}/{call.index}", pixels,
-                                         call.deadline_s, call.after_s)
+                                         call.deadline_s, call.after_s,
+                                         fifo=self.settings.priority == "fifo")
         except QueueFull as exc:
             return EncodedImage("overloaded", message=str(exc))
         except Exception as exc:

@@ -82,15 +82,17 @@ class EncoderLoop:
                 self.times.observe(n, time.perf_counter() - start)
 
     async def submit(self, image_id: str, pixels: Any, deadline_s: float,
-                     after_s: float = 0.0) -> Any:
-        """The image's embeddings, or None when its deadline was lost before it was encoded."""
+                     after_s: float = 0.0, fifo: bool = False) -> Any:
+        """The image's embeddings, or None when its deadline was lost before it was encoded.
+        `fifo`: queued in arrival order instead of deadline order (the ablation's baseline)."""
         if len(self._queue) >= self.max_queued:
             raise QueueFull(f"encoder queue full ({self.max_queued} images)")
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        entry = _Entry((deadline_s, next(self._seq)), QueuedImage(image_id, deadline_s, after_s),
-                       pixels, fut)
+        seq = next(self._seq)
+        entry = _Entry((0.0 if fifo else deadline_s, seq),
+                       QueuedImage(image_id, deadline_s, after_s), pixels, fut)
         bisect.insort(self._queue, entry)
         self._wake.set()
         return await fut

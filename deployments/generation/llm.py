@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
@@ -27,6 +27,7 @@ from deployments.engines import (
     make_engine,
 )
 from deployments.generation.model_files import ModelFiles, materialize
+from deployments.generation.routers import ReportsPendingTokens
 from deployments.generation.wire import GenChunk, GenerateCall
 from deployments.models.base import InputError
 from policies.generation.stage_batch import priority_of, ttft_lost
@@ -40,6 +41,7 @@ class LLMSettings(BaseModel):
     engine: str = "vllm"
     engine_settings: dict[str, Any] = Field(default_factory=dict)
     monolith: bool = False
+    priority: Literal["deadline", "fifo"] = "deadline"
     min_prefill_ms: float = Field(5.0, ge=0)  # below this left before the deadline: lost
     torch_threads: int = Field(1, ge=1)
 
@@ -49,7 +51,7 @@ class LLMSettings(BaseModel):
 
 
 @serve.deployment(max_ongoing_requests=256)
-class LLMBackend:
+class LLMBackend(ReportsPendingTokens):
     async def __init__(self, model: ModelFiles, settings: dict[str, Any]) -> None:  # type: ignore[misc]
         import torch
 
@@ -76,8 +78,9 @@ class LLMBackend:
         """`images`: per image, bytes (monolith) or a 1-tuple of an ObjectRef (disaggregated)."""
         self.in_flight += 1
         try:
-            async for chunk in self._generate(call, images):
-                yield chunk
+            with self.holding_tokens(call):  # the prompt token router's count (routers.py)
+                async for chunk in self._generate(call, images):
+                    yield chunk
         finally:
             self.in_flight -= 1
 
@@ -91,8 +94,9 @@ class LLMBackend:
             yield GenChunk(finished=True, status="deadline_exceeded",
                            message="the TTFT deadline was lost before prefill")
             return
+        key = call.deadline_s if self.settings.priority == "deadline" else call.arrival_s
         request = GenerationRequest(call.request_id, call.prompt, call.max_tokens,
-                                    pixels_or_embeds, priority_of(call.deadline_s, self.epoch_s))
+                                    pixels_or_embeds, priority_of(key, self.epoch_s))
         try:
             async for d in self.engine.generate(request):
                 yield GenChunk(d.text, len(d.token_ids), d.finished, d.finish_reason,

@@ -17,7 +17,10 @@ same number, so the router's and the replica's counts agree. A call without it c
 
 Life of a call in the router: `choose_replicas` ranks every replica (fewest pending tokens,
 then fewest in-flight requests, then a seeded draw) and returns one replica per rank, so Serve
-takes the best one that is not full; the best one gets a tentative entry. `on_request_routed`
+takes the best one that is not full; the best one gets a tentative entry, so calls chosen
+while acceptances are still in flight (a fan-out over a slow link) spread (on one node Serve
+got each acceptance back before the next choice: a 6-call burst spread 2/2/2 with or without
+them). `on_request_routed`
 (Serve calls it once the replica accepted) makes it a confirmed entry and hangs its release on
 the result's done callback (success, error or cancellation; moved onto the router's loop), which
 is exact per call; `on_request_completed` would only name (replica, internal_request_id), an id

@@ -34,6 +34,12 @@ class GenerationConfig(StrictConfig):
     architecture: Literal["decoder_only", "cross_attention"] = Field(
         "decoder_only", description="LLM routing cost: text + image tokens (decoder-only) or "
                                     "text tokens only (cross-attention)")
+    priority: Literal["deadline", "fifo"] = Field(
+        "deadline", description="order of waiting work in the encoder and LLM stages: earliest "
+                                "TTFT deadline first, or arrival order (the ablation's baseline)")
+    routing: Literal["token", "pow2"] = Field(
+        "token", description="which replica gets a call: fewest pending tokens "
+                             "(deployments/generation/routers.py) or Serve's power-of-two")
     min_ttft_ms: float = Field(5.0, ge=0, description="below this TTFT SLO: 400")
     limits: ChatLimits = Field(default_factory=ChatLimits)
     encoder: EncoderStageConfig = Field(

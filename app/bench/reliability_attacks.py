@@ -4,6 +4,9 @@ TCP streams where HTTP clients would not misbehave the way an attacker does:
 - `slowloris`: N connections, each sending the head of a POST with a Content-Length and then a
   few bytes of body every second, never finishing (the edge should answer 408 after its body
   read timeout and close);
+- `slow_headers`: N connections, each sending a request line and headers and then one more
+  header byte every second, never finishing the headers (what the server does with them is
+  the figure: uvicorn, under Serve's proxy, has no header timeout);
 - `chunked_upload`: one `Transfer-Encoding: chunked` body of hundreds of MB with no
   Content-Length (the edge should answer 413 as soon as the limit passes, long before the end);
 - `send_malformed`: the malformed set (app/bench/reliability_bodies.py), one request at a time,
@@ -76,8 +79,10 @@ async def _read_answer(reader: asyncio.StreamReader, t0: float,
     within `timeout_s`, then the rest until EOF for at most CLOSE_WAIT_S."""
     try:
         first = await asyncio.wait_for(reader.read(65536), timeout_s)
-    except (TimeoutError, OSError):
+    except TimeoutError:
         return b"", None, None
+    except OSError:  # a reset: the server closed, with our bytes unread
+        return b"", None, time.perf_counter() - t0
     if not first:
         return b"", None, time.perf_counter() - t0
     at_s = time.perf_counter() - t0
@@ -125,6 +130,47 @@ async def slow_client(host: str, port: int, path: str, length: int, period_s: fl
 async def slowloris(host: str, port: int, path: str, clients: int, length: int,
                     period_s: float, give_up_s: float) -> list[RawAnswer]:
     return list(await asyncio.gather(*(slow_client(host, port, path, length, period_s, give_up_s)
+                                       for _ in range(clients))))
+
+
+def header_head(path: str) -> bytes:
+    """A request line and the first headers, the last one left open (no CRLF after it)."""
+    return (b"POST " + path.encode() + b" HTTP/1.1\r\nHost: bench\r\n"
+            b"Content-Type: application/json\r\nX-Slow: ")
+
+
+async def slow_header_client(host: str, port: int, path: str, period_s: float,
+                             give_up_s: float) -> RawAnswer:
+    """One slow-header connection: a request line and headers, then one more header byte
+    every `period_s`, never ending the headers, until the server answers or closes, or
+    `give_up_s` passes (then this client closes it: `closed` stays False)."""
+    try:
+        reader, writer = await asyncio.open_connection(host, port)
+    except OSError as exc:
+        return RawAnswer(None, None, False, 0, f"connect: {type(exc).__name__}: {exc}")
+    t0 = time.perf_counter()
+    answer = asyncio.create_task(_read_answer(reader, t0, give_up_s))
+    head = header_head(path)
+    sent, error = len(head), None
+    try:
+        writer.write(head)
+        while not answer.done():
+            await asyncio.wait({answer}, timeout=period_s)
+            if not answer.done():
+                writer.write(b"a")
+                await writer.drain()
+                sent += 1
+    except OSError as exc:
+        error = type(exc).__name__  # the server closed the connection
+    data, at_s, closed_s = await answer
+    writer.close()
+    return RawAnswer(status_of(data), at_s, closed_s is not None, sent, error,
+                     data[:120].decode(errors="replace"), closed_s)
+
+
+async def slow_headers(host: str, port: int, path: str, clients: int, period_s: float,
+                       give_up_s: float) -> list[RawAnswer]:
+    return list(await asyncio.gather(*(slow_header_client(host, port, path, period_s, give_up_s)
                                        for _ in range(clients))))
 
 

@@ -7,45 +7,27 @@ replicas (summed), sampled during each phase; a phase's peak is compared with th
 phase's peak. Targets (issue 11): under slowloris and a 400 MB chunked body, other traffic
 loses at most 5 points of attainment and memory grows at most 10%; the slow clients get 408
 and are closed; the chunked body gets 413 early (before MAX_EARLY_FACTOR x the body limit has
-been sent); the malformed set gets no 5xx and a JSON error for every request.
+been sent); the malformed set gets no 5xx and a JSON error for every request. The slow-header
+connections, the kills and the soak: app/bench/reliability_report_ops.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
-from app.sim.replica.request_metrics import RequestRecord, summarize
+from app.bench import reliability_report_ops as ops
+from app.bench.reliability_stats import (
+    Row,
+    Samples,
+    attainment,
+    mean_in,
+    worst_drop_pts,
+)
+from app.bench.reliability_stats import att_text as _att
 
 TARGET_DROP_PTS = 5.0
 TARGET_RSS_GROWTH = 0.10
 MAX_EARLY_FACTOR = 4  # the 413 must come before 4 x max_body_bytes have been sent
-INGRESS_PREFIX = "ServeReplica:adaptserve:Ingress"
-PROXY_PREFIX = "ProxyActor"
-Samples = Sequence[tuple[float, dict[str, float]]]
-
-
-@dataclass(frozen=True)
-class Row:
-    row: str
-    target: str
-    measured: str
-    passed: bool | None  # None: a baseline, nothing to pass
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def memory_groups(rss_mib: dict[str, float]) -> dict[str, float]:
-    """{"proxy", "ingress"} RSS (MiB, summed over processes) from {actor title: RSS}."""
-    out = {"proxy": 0.0, "ingress": 0.0}
-    for actor, rss in rss_mib.items():
-        if actor.startswith(PROXY_PREFIX):
-            out["proxy"] += rss
-        elif actor.startswith(INGRESS_PREFIX):
-            out["ingress"] += rss
-    return out
 
 
 def rss_peak(samples: Samples, lo_s: float, hi_s: float) -> dict[str, float | None]:
@@ -54,37 +36,9 @@ def rss_peak(samples: Samples, lo_s: float, hi_s: float) -> dict[str, float | No
     return {g: max((s[g] for s in chosen if g in s), default=None) for g in ("proxy", "ingress")}
 
 
-def attainment(singles: dict[str, list[dict[str, Any]]], slo_ms: dict[str, float],
-               duration_s: float) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    for family, recs in singles.items():
-        records = [RequestRecord(**r) for r in recs]
-        out[family] = (summarize(records, max(duration_s, 1e-3), slo_ms[family]).slo_attainment
-                       if records else None)
-    return out
-
-
-def _worst_drop_pts(quiet: dict[str, float | None],
-                    other: dict[str, float | None]) -> float | None:
-    drops = []
-    for f, q in quiet.items():
-        o = other.get(f)
-        if q is not None and o is not None:
-            drops.append(100 * (q - o))
-    return max(drops) if drops else None
-
-
 def _growth(quiet: dict[str, float | None], peak: dict[str, float | None]) -> dict[str, Any]:
     return {g: (peak[g] / q - 1.0 if q and peak.get(g) is not None else None)  # type: ignore[operator]
             for g, q in quiet.items()}
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
-def _att(a: dict[str, float | None]) -> str:
-    return ", ".join(f"{f} {_pct(v)}" for f, v in a.items())
 
 
 def _mem(m: dict[str, float | None]) -> str:
@@ -92,7 +46,7 @@ def _mem(m: dict[str, float | None]) -> str:
 
 
 def _traffic_rows(name: str, p: dict[str, Any], quiet: dict[str, Any]) -> list[Row]:
-    drop = _worst_drop_pts(quiet["attainment"], p["attainment"])
+    drop = worst_drop_pts(quiet["attainment"], p["attainment"])
     growth = _growth(quiet["rss_peak_mib"], p["rss_peak_mib"])
     ok_growth = [g <= TARGET_RSS_GROWTH for g in growth.values() if g is not None]
     return [
@@ -161,33 +115,64 @@ def malformed_rows(answers: list[dict[str, Any]]) -> list[Row]:
 def rows(fig: dict[str, Any]) -> list[Row]:
     """The table's rows, in the run's order, from `figures`."""
     phases = fig["phases"]
-    quiet = phases["quiet"]
-    out = [Row("quiet: attainment", "baseline", _att(quiet["attainment"]), None),
-           Row("quiet: RSS peak", "baseline", _mem(quiet["rss_peak_mib"]), None)]
-    if "slowloris" in phases:
+    quiet = phases.get("quiet")
+    out = [] if quiet is None else [
+        Row("quiet: attainment", "baseline", _att(quiet["attainment"]), None),
+        Row("quiet: RSS peak", "baseline", _mem(quiet["rss_peak_mib"]), None)]
+    if "slowloris" in phases and quiet is not None:
         p = phases["slowloris"]
         out += _traffic_rows("slowloris", p, quiet)
         out.append(slow_row(p["slow_clients"], fig["body_read_timeout_s"]))
-    if "chunked" in phases:
+    if "slow_headers" in phases and quiet is not None:
+        p = phases["slow_headers"]
+        out += _traffic_rows("slow_headers", p, quiet)
+        out.append(ops.slow_header_row(p["slow_header_clients"]))
+    if "chunked" in phases and quiet is not None:
         p = phases["chunked"]
         out.append(chunked_row(p["upload"], fig["max_body_bytes"]))
         out += _traffic_rows("chunked 400 MB", p, quiet)
     if "malformed" in fig:
         out += malformed_rows(fig["malformed"])
+    return out + _ops_rows(phases, quiet)
+
+
+def _ops_rows(phases: dict[str, Any], quiet: dict[str, Any] | None) -> list[Row]:
+    out = []
+    if "kill_classifier" in phases and quiet is not None:
+        out += ops.kill_classifier_rows(phases["kill_classifier"]["kill"], quiet["attainment"])
+    if "kill_controller" in phases and quiet is not None:
+        p = phases["kill_controller"]
+        out += ops.kill_controller_rows(p["kill"], p["attainment"], quiet["attainment"])
+    if "soak" in phases:
+        out += ops.soak_rows(phases["soak"]["soak"], phases["soak"]["attainment"])
     return out
 
 
+def _phase_figures(p: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    fig = {"attainment": attainment(p["singles"], out["slo_ms"], p["single_s"]),
+           "rss_peak_mib": rss_peak(out["rss_samples"], p["start_s"], p["end_s"]),
+           "loadavg_1min_mean": mean_in(out.get("loadavg_samples", []), p["start_s"],
+                                        p["end_s"])}
+    if "slow_clients" in p:
+        fig["slow_clients"] = slow_summary(p["slow_clients"])
+    if "slow_header_clients" in p:
+        fig["slow_header_clients"] = ops.slow_header_summary(p["slow_header_clients"],
+                                                             p["single_s"])
+    if "upload" in p:
+        fig["upload"] = p["upload"]
+    if p["name"] == "kill_classifier":
+        fig["kill"] = ops.kill_classifier_figures(p, out["slo_ms"])
+    if p["name"] == "kill_controller":
+        fig["kill"] = ops.kill_controller_figures(p)
+    if p["name"] == "soak":
+        fig["soak"] = ops.soak_figures(p, out["rss_samples"])
+    return fig
+
+
 def figures(out: dict[str, Any]) -> dict[str, Any]:
-    """Per phase: attainment per family and RSS peaks; the attacks' answers as they were."""
-    phases: dict[str, Any] = {}
-    for p in out["phases"]:
-        fig = {"attainment": attainment(p["singles"], out["slo_ms"], p["single_s"]),
-               "rss_peak_mib": rss_peak(out["rss_samples"], p["start_s"], p["end_s"])}
-        if "slow_clients" in p:
-            fig["slow_clients"] = slow_summary(p["slow_clients"])
-        if "upload" in p:
-            fig["upload"] = p["upload"]
-        phases[p["name"]] = fig
+    """Per phase: attainment per family and RSS peaks; the attacks' answers as they were;
+    the kills' and the soak's figures (app/bench/reliability_report_ops.py)."""
+    phases = {p["name"]: _phase_figures(p, out) for p in out["phases"]}
     fig_all = {"phases": phases, "body_read_timeout_s": out["body_read_timeout_s"],
                "max_body_bytes": out["max_body_bytes"]}
     if "malformed" in out:

@@ -8,7 +8,8 @@ import json
 
 from app.bench.reliability_attacks import chunked_upload, judge, slow_client, status_of
 from app.bench.reliability_bodies import malformed_set
-from app.bench.reliability_report import figures, memory_groups, rss_peak, table
+from app.bench.reliability_report import figures, rss_peak, table
+from app.bench.reliability_stats import memory_groups
 
 VALID = {"model": "vit", "inputs": {"image": "aGVsbG8="}, "slo": {"latency_ms": 200.0}}
 

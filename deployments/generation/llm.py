@@ -72,6 +72,9 @@ class LLMBackend(ReportsPendingTokens):
             from deployments.generation.vision import open_image
 
             return tuple(open_image(b, f"image {i}") for i, b in enumerate(images))
+        if not all(isinstance(refs, tuple | list) and len(refs) == 1 for refs in images):
+            raise InputError("a disaggregated LLM stage takes encoder references, not image "
+                             "bytes (is the ingress configured for the monolith?)")
         return tuple(await asyncio.gather(*[_pull(refs[0]) for refs in images]))
 
     async def generate(self, call: GenerateCall, images: list[Any]) -> AsyncIterator[GenChunk]:
@@ -89,6 +92,11 @@ class LLMBackend(ReportsPendingTokens):
             pixels_or_embeds = await self._images(images)
         except InputError as exc:
             yield GenChunk(finished=True, status="invalid_request", message=str(exc))
+            return
+        except Exception as exc:  # an encoder replica holding an embedding died
+            log.warning("pulling image embeddings failed: %s", exc)
+            yield GenChunk(finished=True, status="error",
+                           message=f"the image embeddings could not be had: {type(exc).__name__}")
             return
         if ttft_lost(time.time(), call.deadline_s, self.settings.min_prefill_ms / 1000.0):
             yield GenChunk(finished=True, status="deadline_exceeded",

@@ -42,6 +42,8 @@ class ChatGraph:
 
 
 def model_files(g: GenerationConfig, models_dir: Path) -> ModelFiles:
+    if g.model_dir is not None:
+        return read_model_files(Path(g.model_dir), g.model)
     from deployments.models.vlm.cache import ensure_vlm
 
     return read_model_files(ensure_vlm(models_dir), g.model)

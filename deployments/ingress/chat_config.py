@@ -24,6 +24,9 @@ class EncoderStageConfig(StageConfig):
 
 class GenerationConfig(StrictConfig):
     model: str = Field("vlm", description="the model name clients send")
+    model_dir: str | None = Field(
+        None, description="a LLaVA-style model directory to serve (config.json, tokenizer, chat "
+                          "template, safetensors); none: the project's VLM, trained on first use")
     mode: Literal["disaggregated", "monolith"] = Field(
         "disaggregated", description="encoders apart from the LLM replicas, or vLLM with "
                                      "pixels in one replica (the baseline)")

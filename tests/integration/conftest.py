@@ -19,8 +19,10 @@ import pytest
 
 from app.bench import http
 from deployments.config import CLUSTER_ENV
+from tests.conftest import vlm_dir_override, vlm_tests_on
 
 FAMILIES = ("family", "vit", "fusion")
+CHAT_MODEL = "vlm"
 APP_NAME = "adaptserve-test"
 
 TEST_ARGS: dict[str, Any] = {
@@ -36,6 +38,11 @@ TEST_ARGS: dict[str, Any] = {
          "ray_actor_options": {"num_cpus": 0.3}},
     ],
 }
+# the VLM on the transformers engine (starts in seconds; the vLLM engine has its own tests),
+# served when its tests run (tests/conftest.py vlm_tests_on)
+GENERATION = {"model": CHAT_MODEL, "engine": "transformers",
+              "encoder": {"num_replicas": 2, "ray_actor_options": {"num_cpus": 0.1}},
+              "llm": {"ray_actor_options": {"num_cpus": 0.2}}}
 
 
 def free_port() -> int:
@@ -87,7 +94,9 @@ def server(trained_models_dir: Path) -> Iterator[Server]:
              include_dashboard=False, namespace="adaptserve-tests", log_to_driver=False)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        serve.run(build_app(TEST_ARGS), name=APP_NAME, route_prefix="/")
+        gen = {**GENERATION, "model_dir": vlm_dir_override()}
+        args = TEST_ARGS if vlm_tests_on() is not None else {**TEST_ARGS, "generation": gen}
+        serve.run(build_app(args), name=APP_NAME, route_prefix="/")
         url = f"http://127.0.0.1:{port}"
         _wait_healthy(url)
         yield Server(url)

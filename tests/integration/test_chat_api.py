@@ -1,0 +1,126 @@
+"""`/v1/chat/completions` on the real app (the session's Serve, tests/integration/conftest.py),
+through the official `openai` client: held-out digits, several images in order, text only,
+streaming with usage, and bad input answered with a clear 4xx while the server keeps serving."""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import CHAT_MODEL, Server
+
+pytestmark = pytest.mark.integration
+openai = pytest.importorskip("openai")
+
+
+def data_url(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
+def held_out(limit: int) -> dict[str, list[tuple[str, list[bytes], str]]]:
+    """Per task, (question, PNGs in order, expected answer) of the VLM's held-out set."""
+    from PIL import Image
+
+    from deployments.models.vlm.config import VlmConfig
+    from deployments.models.vlm.data import digit_splits, render, test_examples
+
+    cfg = VlmConfig()
+    splits = digit_splits(cfg.data)
+    pixels = render(splits["test"].images, cfg.vision.image_size_px, cfg.data)
+
+    def png(i: int) -> bytes:
+        buf = io.BytesIO()
+        Image.fromarray(pixels[i].numpy(), mode="L").save(buf, format="PNG")
+        return buf.getvalue()
+
+    return {task: [(e.text, [png(i) for i in e.image_ids], e.answer) for e in ex[:limit]]
+            for task, ex in test_examples(cfg.data, splits).items()}
+
+
+def message(text: str, pngs: list[bytes]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": data_url(p)}}
+                                   for p in pngs]
+    return [{"role": "user", "content": [*parts, {"type": "text", "text": text}]}]
+
+
+@pytest.fixture(scope="module")
+def client(server: Server, trained_vlm_dir: Any) -> Any:
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0,
+                         timeout=60.0)
+
+
+@pytest.fixture(scope="module")
+def examples(trained_vlm_dir: Any) -> dict[str, list[tuple[str, list[bytes], str]]]:
+    return held_out(12)
+
+
+def ask(client: Any, text: str, pngs: list[bytes], **kw: Any) -> Any:
+    return client.chat.completions.create(model=CHAT_MODEL, messages=message(text, pngs),
+                                          max_tokens=12, temperature=0, **kw)
+
+
+def test_models_list_the_vlm(client: Any) -> None:
+    assert CHAT_MODEL in [m.id for m in client.models.list().data]
+
+
+# well above chance (the model card has the held-out accuracy on the whole test set; 12 examples
+# a task here)
+FLOOR = {"digit": 0.75, "sequence": 0.5, "arithmetic": 0.3}
+
+
+@pytest.mark.parametrize("task", ["digit", "sequence", "arithmetic"])
+def test_held_out_answers(client: Any, examples: Any, task: str) -> None:
+    right = 0
+    for text, pngs, answer in examples[task]:
+        out = ask(client, text, pngs)
+        assert out.choices[0].finish_reason in ("stop", "length")
+        assert out.usage.prompt_tokens > 64 * len(pngs)  # image tokens counted
+        right += out.choices[0].message.content.strip() == answer
+    assert right >= FLOOR[task] * len(examples[task]), (task, right)
+
+
+def test_streaming_with_usage(client: Any, examples: Any) -> None:
+    text, pngs, answer = examples["sequence"][0]
+    stream = ask(client, text, pngs, stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert chunks[-1].usage is not None and chunks[-1].choices == []
+    assert chunks[-1].usage.completion_tokens >= 1
+    whole = ask(client, text, pngs)
+    assert content == whole.choices[0].message.content  # greedy: the same answer
+
+
+@pytest.mark.parametrize("content, status, code", [
+    ([{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}], 400,
+     "remote_url_not_supported"),
+    ([{"type": "image_url", "image_url": {"url": "data:image/png;base64,!!!"}}], 400,
+     "invalid_base64"),
+    ([{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}], 400,
+     "unsupported_content_part"),
+])
+def test_bad_input_is_a_clear_4xx(server: Server, trained_vlm_dir: Any, content: Any,
+                                  status: int, code: str) -> None:
+    body = {"model": CHAT_MODEL, "messages": [{"role": "user", "content": content}]}
+    r = server.post("/v1/chat/completions", body)
+    assert r.status_code == status, r.text
+    assert r.json()["error"]["code"] == code
+
+
+def test_unknown_model_and_too_many_images(server: Server, examples: Any) -> None:
+    r = server.post("/v1/chat/completions", {"model": "nope", "messages": [
+        {"role": "user", "content": "hi"}]})
+    assert r.status_code == 404 and CHAT_MODEL in r.json()["error"]["message"]
+    pngs = examples["digit"][0][1] * 9
+    r = server.post("/v1/chat/completions", {"model": CHAT_MODEL,
+                                             "messages": message("read the digits", pngs)})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "too_many_images"
+    r = server.post("/v1/chat/completions", raw=b"{not json")
+    assert r.status_code == 400
+
+
+def test_server_still_answers_after_bad_input(client: Any, examples: Any) -> None:
+    text, pngs, _ = examples["digit"][0]
+    assert ask(client, text, pngs).choices[0].message.content

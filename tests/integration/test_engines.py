@@ -1,0 +1,142 @@
+"""Both engines on the trained VLM: the same greedy request gives the same tokens on vLLM and on
+transformers, with pixels and with the encoder stage's embeddings; and a GPU run where CUDA
+exists. vLLM starts its own processes (~40-60 s on CPU), once for the module."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+vllm = pytest.importorskip("vllm")
+
+
+@pytest.fixture(scope="module")
+def loop() -> Any:
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(scope="module")
+def model_dir(trained_vlm_dir: Any) -> str:
+    return str(trained_vlm_dir)
+
+
+@pytest.fixture(scope="module")
+def engines(model_dir: str, loop: Any) -> Any:
+    from deployments.engines import make_engine
+
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    hf = make_engine("transformers", model_dir)
+    vl = make_engine("vllm", model_dir, {"max_model_len": 640, "max_num_seqs": 8})
+    loop.run_until_complete(hf.start())
+    loop.run_until_complete(vl.start())
+    yield hf, vl
+    vl.shutdown()
+    hf.shutdown()
+
+
+def requests(model_dir: str, limit: int) -> list[tuple[str, list[Any], str]]:
+    """(prompt, PIL images, answer) of held-out examples of every task."""
+    from PIL import Image
+    from transformers import AutoTokenizer
+
+    from deployments.models.vlm.config import VlmConfig
+    from deployments.models.vlm.data import digit_splits, render, test_examples
+    from deployments.models.vlm.prompts import prompt_text
+
+    cfg = VlmConfig()
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    splits = digit_splits(cfg.data)
+    pixels = render(splits["test"].images, cfg.vision.image_size_px, cfg.data)
+    out = []
+    for examples in test_examples(cfg.data, splits).values():
+        for e in examples[:limit]:
+            images = [Image.fromarray(pixels[i].numpy(), mode="L").convert("RGB")
+                      for i in e.image_ids]
+            out.append((prompt_text(tok, e.text, len(images)), images, e.answer))
+    return out
+
+
+async def tokens(engine: Any, rid: str, prompt: str, images: tuple[Any, ...]) -> list[int]:
+    from deployments.engines import GenerationRequest
+
+    out: list[int] = []
+    async for d in engine.generate(GenerationRequest(rid, prompt, 12, images=images)):
+        out.extend(d.token_ids)
+    return out
+
+
+def test_same_greedy_tokens_on_both_engines(engines: Any, model_dir: str, loop: Any) -> None:
+    from deployments.generation.vision import VisionEncoder
+
+    hf, vl = engines
+    vision = VisionEncoder(model_dir)
+    for k, (prompt, images, _) in enumerate(requests(model_dir, 4)):
+        ref = loop.run_until_complete(tokens(hf, f"h{k}", prompt, tuple(images)))
+        assert loop.run_until_complete(tokens(vl, f"p{k}", prompt, tuple(images))) == ref
+        if images:
+            embeds = tuple(vision.encode(images))
+            assert loop.run_until_complete(tokens(vl, f"e{k}", prompt, embeds)) == ref
+            assert loop.run_until_complete(tokens(hf, f"x{k}", prompt, embeds)) == ref
+
+
+def test_prompt_counts_agree(engines: Any, model_dir: str) -> None:
+    hf, vl = engines
+    for prompt, images, _ in requests(model_dir, 2):
+        assert hf.prompt_tokens(prompt, len(images)) == vl.prompt_tokens(prompt, len(images))
+
+
+def test_priority_orders_waiting_requests(engines: Any, model_dir: str, loop: Any) -> None:
+    """transformers runs one request at a time: a lower priority value waiting runs first."""
+    from deployments.engines import GenerationRequest
+
+    hf, _ = engines
+    prompt = requests(model_dir, 1)[-1][0]  # text only
+    finished: list[str] = []
+
+    async def one(rid: str, priority: int) -> None:
+        async for d in hf.generate(GenerationRequest(rid, prompt, 6, priority=priority)):
+            if d.finished:
+                finished.append(rid)
+
+    async def main() -> None:
+        first = asyncio.ensure_future(one("running", 0))
+        await asyncio.sleep(0.01)
+        await asyncio.gather(first, one("late", 9), one("urgent", 1))
+
+    loop.run_until_complete(main())
+    assert finished == ["running", "urgent", "late"]
+
+
+@pytest.mark.skipif(not os.environ.get("CUDA_VISIBLE_DEVICES") and not os.path.exists(
+    "/dev/nvidia0"), reason="no CUDA device")
+def test_vllm_on_gpu(model_dir: str, loop: Any) -> None:
+    """Where CUDA exists (PyPI `vllm`, ADAPTSERVE_GPU=1): the engine starts on the GPU and
+    answers the held-out digits."""
+    from deployments.engines import make_engine
+
+    engine = make_engine("vllm", model_dir, {"max_model_len": 640,
+                                             "gpu_memory_utilization": 0.2})
+    loop.run_until_complete(engine.start())
+    try:
+        reqs = requests(model_dir, 8)
+        right = sum(loop.run_until_complete(text_of(engine, f"g{k}", p, tuple(i))).strip() == a
+                    for k, (p, i, a) in enumerate(reqs))
+        assert right >= 0.6 * len(reqs)
+    finally:
+        engine.shutdown()
+
+
+async def text_of(engine: Any, rid: str, prompt: str, images: tuple[Any, ...]) -> str:
+    from deployments.engines import GenerationRequest
+
+    out = ""
+    async for d in engine.generate(GenerationRequest(rid, prompt, 12, images=images)):
+        out += d.text
+    return out

@@ -4,7 +4,9 @@ Serve proxy's front door (front_door.py) and the ingress app (deployment.py).
 Bodies are read while they stream, Content-Length and chunked alike: a body over the limit is
 refused (413) as soon as its bytes pass the limit, without reading the rest; a body that has
 not fully arrived `body_read_timeout_s` after the headers is refused (408), so slow or partial
-clients (slowloris) cannot hold a request slot. Both answers close the connection.
+clients (slowloris) cannot hold a request slot. Both answers close the connection. Headers that
+are not complete within `header_read_timeout_s` get a 408 from below the ASGI app, in uvicorn's
+protocol (header_timeout.py): middleware only runs once the headers are in.
 
 The proxy starts before, and apart from, any application, so it cannot read the app's config:
 its edge settings come from the environment of the Ray processes, `ADAPTSERVE_EDGE` (a JSON
@@ -42,6 +44,12 @@ class EdgeConfig(StrictConfig):
     body_read_timeout_s: float = Field(
         default=20.0, gt=0,
         description="the whole body must arrive within this long after the headers; else 408")
+    header_read_timeout_s: float = Field(
+        default=10.0, gt=0,
+        description="a request's headers must be complete within this long after the "
+                    "connection opens (kept alive: after the first byte that follows the "
+                    "previous answer); else 408 header_timeout and the connection is closed "
+                    "(uvicorn has no such timer: header_timeout.py)")
     max_buffered_bytes: int = Field(
         default=256 * 1024 * 1024, gt=0,
         description="bytes of bodies still arriving that one proxy holds at once; a body that "

@@ -8,6 +8,7 @@
 | missing_api_key      | 401    | API keys are configured and none was sent (WWW-Authenticate: Bearer) |
 | invalid_api_key      | 401    | the key sent is not one of them (auth.py) |
 | body_timeout         | 408    | the body did not arrive within body_read_timeout_s (connection closed) |
+| header_timeout       | 408    | headers not complete within header_read_timeout_s (proxy; closed) |
 | invalid_request      | 422    | wrong or missing fields / types (pydantic errors, reformatted) |
 | invalid_slo          | 422    | SLO latency not positive (or other SLO field invalid) |
 | payload_too_large    | 413    | body over `http.max_body_bytes` |
@@ -46,6 +47,7 @@ STATUS_BY_TYPE = {
     "internal_error": 500, "replica_unavailable": 503, "controller_unavailable": 503,
     "not_ready": 503, "json_limit_exceeded": 400, "incomplete_body": 400,
     "missing_api_key": 401, "invalid_api_key": 401, "body_timeout": 408,
+    "header_timeout": 408,
     "unsupported_media_type": 415,
     "unavailable": 503,
 }

@@ -51,6 +51,7 @@ from deployments.ingress.edge import (
     send_refused,
 )
 from deployments.ingress.errors import ERROR_TYPE_HEADER
+from deployments.ingress.header_timeout import install_header_timeout
 from policies.admission import ConcurrencyLimiter, LimiterSettings
 
 log = logging.getLogger(__name__)
@@ -87,9 +88,11 @@ def settings_from_env(environ: Mapping[str, str]) -> LimiterSettings:
 
 def proxy_middlewares() -> list[Middleware]:
     """Serve's HTTP proxy callback (the limiter's settings from `ADAPTSERVE_FRONT_DOOR`, the
-    edge's from `ADAPTSERVE_EDGE`, API keys as `auth` there says: edge.py)."""
+    edge's from `ADAPTSERVE_EDGE`, API keys as `auth` there says: edge.py). Serve calls it
+    before it starts uvicorn, so it also installs the header read timeout there."""
     edge = edge_from_env(os.environ)
     keys = load_keys(edge.auth, os.environ)
+    install_header_timeout(edge.header_read_timeout_s)  # below ASGI: see header_timeout.py
     log.log(logging.WARNING if keys.open else logging.INFO, "front door: %s", keys.describe())
     return [Middleware(FrontDoor, settings=settings_from_env(os.environ), edge=edge, keys=keys)]
 

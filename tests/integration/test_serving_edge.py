@@ -6,6 +6,8 @@ ADAPTSERVE_EDGE must be in the environment before the proxy starts, edge_server.
 - a chunked body over the limit -> 413 while it streams, long before the client has sent it;
 - a stalled body -> 408 after body_read_timeout_s; 40 stalled bodies hold no ingress slot
   (the ingress takes 8 + 4 queued here), so /healthz and a classification still answer at once;
+- headers never finished -> 408 header_timeout and closed after header_read_timeout_s (in
+  uvicorn's protocol, header_timeout.py), while another connection is served;
 - strict JSON: NaN, 1e400, deep nesting, a 5,000-digit number -> 400, "100" as latency_ms ->
   422; never a 500;
 - GIF and EPS images -> 415 naming PNG, JPEG, WebP; a PNG is served;
@@ -44,6 +46,7 @@ pytestmark = pytest.mark.integration
 KEY = "sk-edge-test-0001"
 LIMIT = 1024 * 1024
 READ_TIMEOUT_S = 5.0
+HEADER_TIMEOUT_S = 3.0
 ARGS: dict[str, Any] = {
     "http": {"max_body_bytes": LIMIT, "body_read_timeout_s": READ_TIMEOUT_S,
              "max_ongoing_requests": 8, "max_queued_requests": 4, "request_timeout_s": 20.0,
@@ -52,7 +55,8 @@ ARGS: dict[str, Any] = {
     "classifiers": [{"name": "vit", "policy": "otas", "max_batch_size": 8,
                      "max_queued_items": 64, "ray_actor_options": {"num_cpus": 0.3}}],
 }
-EDGE = {"max_body_bytes": LIMIT, "body_read_timeout_s": READ_TIMEOUT_S}
+EDGE = {"max_body_bytes": LIMIT, "body_read_timeout_s": READ_TIMEOUT_S,
+        "header_read_timeout_s": HEADER_TIMEOUT_S}
 
 
 @dataclass(frozen=True)
@@ -223,3 +227,21 @@ def test_stalled_bodies_get_408_and_hold_no_ingress_capacity(edge: Edge) -> None
     finally:
         for sock in stalled:
             sock.close()
+
+
+def test_unfinished_headers_get_408_and_are_closed_while_others_are_served(edge: Edge) -> None:
+    with socket.create_connection(("127.0.0.1", edge.port)) as sock:
+        sock.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: edge\r\nX-Slow: a")
+        t = time.perf_counter()
+        for _ in range(4):  # a header byte every 0.5 s, never the blank line
+            time.sleep(0.5)
+            sock.sendall(b"a")
+        ok = edge.call("POST", "/v1/classify", classify(image_b64("PNG")), timeout_s=5)
+        assert ok.status_code == 200 and ok.json()["status"] == "ok", ok.text
+        answer = _read_answer(sock, HEADER_TIMEOUT_S + 5)
+        answered_s = time.perf_counter() - t
+        sock.settimeout(2.0)
+        closed = sock.recv(1) == b""
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:300]
+    assert b"header_timeout" in answer and b"connection: close" in answer.lower()
+    assert closed and HEADER_TIMEOUT_S - 0.5 <= answered_s < HEADER_TIMEOUT_S + 3.0, answered_s

@@ -232,6 +232,8 @@ def test_front_door_refuses_without_key_before_reading_the_body_and_bounds_bodie
 
 
 def test_proxy_callback_reads_edge_and_keys_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    from uvicorn.protocols.http import auto  # the callback wraps its class (header_timeout.py)
+    monkeypatch.setattr(auto, "AutoHTTPProtocol", auto.AutoHTTPProtocol)
     monkeypatch.setenv("ADAPTSERVE_EDGE", '{"body_read_timeout_s": 3}')
     monkeypatch.setenv("ADAPTSERVE_API_KEYS", "sk-proxy-0001")
     [middleware] = proxy_middlewares()

@@ -33,12 +33,18 @@ def engines(model_dir: str, loop: Any) -> Any:
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     hf = make_engine("transformers", model_dir)
-    vl = make_engine("vllm", model_dir, {"max_model_len": 640, "max_num_seqs": 8})
+    vl = make_engine("vllm", model_dir, {"max_model_len": context(model_dir), "max_num_seqs": 8})
     loop.run_until_complete(hf.start())
     loop.run_until_complete(vl.start())
     yield hf, vl
     vl.shutdown()
     hf.shutdown()
+
+
+def context(model_dir: str) -> int:
+    from deployments.engines.model_dir import read_model_dir
+
+    return read_model_dir(model_dir).max_position
 
 
 def requests(model_dir: str, limit: int) -> list[tuple[str, list[Any], str]]:
@@ -106,11 +112,13 @@ def test_priority_orders_waiting_requests(engines: Any, model_dir: str, loop: An
                 finished.append(rid)
 
     async def main() -> None:
-        first = asyncio.ensure_future(one("running", 0))
-        await asyncio.sleep(0.01)
-        await asyncio.gather(first, one("late", 9), one("urgent", 1))
+        await hf._turns.acquire(0)  # a request is running: the two below wait
+        waiting = [asyncio.ensure_future(one("late", 9)), asyncio.ensure_future(one("urgent", 1))]
+        await asyncio.sleep(0.05)
+        finished.append("running")
+        hf._turns.release()
+        await asyncio.gather(*waiting)
 
-    loop.run_until_complete(main())
     assert finished == ["running", "urgent", "late"]
 
 
@@ -121,7 +129,7 @@ def test_vllm_on_gpu(model_dir: str, loop: Any) -> None:
     answers the held-out digits."""
     from deployments.engines import make_engine
 
-    engine = make_engine("vllm", model_dir, {"max_model_len": 640,
+    engine = make_engine("vllm", model_dir, {"max_model_len": context(model_dir),
                                              "gpu_memory_utilization": 0.2})
     loop.run_until_complete(engine.start())
     try:

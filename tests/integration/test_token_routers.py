@@ -67,10 +67,14 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def handles() -> Iterator[tuple[Any, Any]]:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+
     from app.bench import live as lb
 
+    own = not ray.is_initialized()  # else: the session's Ray and Serve (tests/integration/conftest)
     temp_dir = tempfile.mkdtemp(prefix="ray-tr-", dir="/tmp")
-    lb.start_ray(_free_port(), num_cpus=2, temp_dir=temp_dir)
+    if own:
+        lb.start_ray(_free_port(), num_cpus=2, temp_dir=temp_dir)
     try:
         caller = serve.run(Caller.bind(Holder.bind()), name=APP, route_prefix=None)
         holder = serve.get_deployment_handle("Holder", app_name=APP)
@@ -83,7 +87,10 @@ def handles() -> Iterator[tuple[Any, Any]]:
         assert len(seen) == 3, seen
         yield caller, holder
     finally:
-        lb.stop_ray()
+        if own:
+            lb.stop_ray()
+        else:
+            serve.delete(APP)
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 

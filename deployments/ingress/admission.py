@@ -64,8 +64,10 @@ class DrainEstimate:
     unloaded time: hops, decode, one batch) plus the items ahead times a drain time per item.
     When the front (proxy, ingress, preprocess CPU) is the bottleneck rather than the model,
     the profile under-prices each item ahead; the measured drain time does not. A family with
-    nothing in flight is always expected to take only `base`, so refusing everything cannot
-    leave the estimate stuck high."""
+    nothing in flight at this ingress gets no measured wait at all: only answers refresh the
+    estimate, so a `base` measured high once (a call that waited for a replica during a node
+    loss, a cold replica's first answer) would otherwise refuse every request from then on
+    and never be corrected."""
 
     def __init__(self, samples: int = 256, alpha: float = 0.1) -> None:
         self._latencies: deque[float] = deque(maxlen=samples)
@@ -83,7 +85,9 @@ class DrainEstimate:
             self.per_item_s += self.alpha * (sample - self.per_item_s)
 
     def wait_s(self, inflight_items: int) -> float:
-        return self.base_s + inflight_items * self.per_item_s if self._latencies else 0.0
+        if not self._latencies or inflight_items <= 0:
+            return 0.0
+        return self.base_s + inflight_items * self.per_item_s
 
 
 class Admission:

@@ -190,10 +190,14 @@ class IngressService:
                             min_service_s=task.fastest().latency_ms / 1000.0)
         self.admission.begin(family.name, len(ids))
         ahead, sent_s = self.admission.inflight(family.name), time.time()
+        latency_s: float | None = None  # only answers measure the drain, not failed calls
         try:
-            return await self._call(call)
+            results = await self._call(call)
+            if any(r.status is not ItemStatus.ERROR for r in results):
+                latency_s = time.time() - sent_s
+            return results
         finally:
-            self.admission.end(family.name, len(ids), ahead, time.time() - sent_s)
+            self.admission.end(family.name, len(ids), ahead, latency_s)
 
     async def _call(self, call: ClassifyCall) -> list[ItemResult]:
         """Results of the family's route, waiting at most until the deadline plus the grace

@@ -106,19 +106,37 @@ def test_measured_drain_prices_the_items_ahead_when_the_front_is_the_bottleneck(
     drain.record(ahead_items=11, latency_s=0.13)  # 10 ms per item ahead
     assert drain.base_s == pytest.approx(0.02) and drain.per_item_s == pytest.approx(0.01)
     assert drain.wait_s(30) == pytest.approx(0.32)
-    assert drain.wait_s(0) == pytest.approx(0.02)  # nothing in flight: never stuck refusing
+    assert drain.wait_s(1) == pytest.approx(0.03)
+    assert drain.wait_s(0) == 0.0  # nothing in flight: never stuck refusing
     cat = two_variant_catalog()
     adm = Admission(cat, {"f": FamilyCapacity(1, 256)})
     adm.begin("f", 11)
     adm.end("f", 1, ahead_items=1, latency_s=0.02)
     adm.end("f", 10, ahead_items=11, latency_s=0.13)
     assert adm.inflight("f") == 0
-    assert adm.expected_wait_s("f", "t") == pytest.approx(0.02)
+    assert adm.expected_wait_s("f", "t") == 0.0
     adm.begin("f", 30)  # profiled: 30 ms; measured: 20 ms + 30 x 1 ms (alpha 0.1 of 10 ms)
     assert adm.expected_wait_s("f", "t") == pytest.approx(0.05)
     family, task = cat.families[0], cat.families[0].tasks[0]
     assert adm.check(family, task, NOW_S, NOW_S + 0.04) is not None
     assert adm.check(family, task, NOW_S, NOW_S + 0.06) is None
+
+
+def test_a_base_measured_high_once_does_not_refuse_forever() -> None:
+    """After a node loss an ingress measured only calls that waited for a replica (~220 ms);
+    refused requests bring no new answers, so an idle family must still let one through."""
+    cat = two_variant_catalog()
+    family, task = cat.families[0], cat.families[0].tasks[0]
+    adm = Admission(cat, {"f": FamilyCapacity(1, 256)})
+    adm.begin("f", 1)
+    adm.end("f", 1, ahead_items=1, latency_s=0.22)
+    assert adm.check(family, task, NOW_S, NOW_S + 0.18) is None  # idle: admitted
+    adm.end("f", 0, ahead_items=1, latency_s=0.015)  # its answer corrects the base
+    adm.begin("f", 1)
+    assert adm.expected_wait_s("f", "t") == pytest.approx(0.015, abs=0.002)
+    adm.end("f", 1, ahead_items=1, latency_s=None)  # a call that failed measures nothing
+    adm.begin("f", 1)
+    assert adm.expected_wait_s("f", "t") == pytest.approx(0.015, abs=0.002)
 
 
 def test_job_room_is_bounded_by_the_free_queue_and_the_job_share() -> None:

@@ -255,3 +255,24 @@ def test_a_failed_route_call_only_makes_the_family_suspect() -> None:
     r = _client(service).post("/v1/classify", json=BODY)
     assert r.status_code == 503 and r.json()["error"]["type"] == "replica_unavailable"
     assert live.states["m"].state is Health.SUSPECT and live.refusal("m") is None
+
+
+def test_a_call_that_failed_slowly_does_not_price_later_requests() -> None:
+    """During a node loss a call waits for a replica and fails (~220 ms): it measured no
+    drain. Had it been recorded, every later request of a 100 ms SLO would get 429 from this
+    ingress, for good (refused requests bring no answers to correct the estimate)."""
+    dead = [True]
+
+    def answer(call: ClassifyCall) -> Any:
+        if dead[0]:
+            time.sleep(0.05)
+            return RuntimeError("actor died")
+        return ClassifyOutcome(results=(ItemResult(call.item_ids[0], ItemStatus.OK),))
+    service = service_of(answer)
+    c = _client(service)
+    assert c.post("/v1/classify", json=BODY).status_code == 503  # after the retries
+    dead[0] = False
+    service.admission.begin("m", 1)  # one in flight: the measured estimate would apply
+    assert service.admission.expected_wait_s("m", "t") < 0.01
+    service.admission.end("m", 1)
+    assert c.post("/v1/classify", json=BODY).status_code == 200

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -67,11 +68,22 @@ def run_schemathesis(s: FuzzSettings, api_key: str) -> int:
     log.info("fuzzing %s for %d s: %s", s.base_url, s.max_time_s, " ".join(cmd))
     env = {**os.environ, KEYS_ENV: api_key}  # schemathesis.toml reads the bearer token here
     try:
-        return subprocess.run(cmd, env=env, cwd=REPO_ROOT, check=False,
-                              timeout=s.max_time_s + s.grace_s).returncode
-    except subprocess.TimeoutExpired:
+        done = subprocess.run(cmd, env=env, cwd=REPO_ROOT, check=False, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=s.max_time_s + s.grace_s)
+        print(plain_banners(done.stdout), flush=True)
+        return done.returncode
+    except subprocess.TimeoutExpired as e:
+        out = e.output.decode(errors="replace") if isinstance(e.output, bytes) else e.output
+        print(plain_banners(out or ""), flush=True)
         log.error("schemathesis ran past %d s + %g s; killed", s.max_time_s, s.grace_s)
         return 124
+
+
+def plain_banners(text: str) -> str:
+    """schemathesis' output with its `=== ... ===` banners drawn in dashes: its last banner
+    ("=== 1 warning in 120s ===") reads like a pytest summary with no test to CI log readers."""
+    return re.sub(r"(?m)^=+( .* )=+$", lambda m: "---" + m.group(1) + "---", text)
 
 
 def answer_counts(metrics_text: str) -> tuple[dict[str, dict[str, int]], dict[str, int]]:

@@ -74,7 +74,24 @@ def tables(result: dict[str, Any]) -> str:
               + " |", "|---" * (len(pre) + 1) + "|",
               "| ms per request | " + " | ".join(
                   f"{v / int(b):.2f}" for b, v in pre.items()) + " |"]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _vllm_lines(result.get("vllm"))) + "\n"
+
+
+def _vllm_lines(vllm: dict[str, Any] | None) -> list[str]:
+    if not vllm:
+        return []
+    ttft = vllm["ttft_ms"]
+    lines = ["", "| vLLM, one request: images | TTFT from pixels (monolith) ms |"
+             " TTFT from embeddings (LLM stage) ms | encoding share |", "|---|---|---|---|"]
+    for n in (0, 1, 4, 8):
+        pix, emb = ttft[f"pixels_{n}"], ttft[f"embeds_{n}"]
+        share = f"{(pix - emb) / pix:.0%}" if n else ""
+        lines.append(f"| {n} | {pix:.2f} | {emb:.2f} | {share} |")
+    dec = vllm["decode_step_ms"]
+    lines += ["", "| vLLM decode batch | " + " | ".join(str(b) for b in dec) + " |",
+              "|---" * (len(dec) + 1) + "|",
+              "| ms per step | " + " | ".join(f"{v:.2f}" for v in dec.values()) + " |"]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

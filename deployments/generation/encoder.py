@@ -1,11 +1,13 @@
 """The image encoder stage (ModServe's image instances): decode + preprocess + vision tower +
-projector, images batched across requests in deadline order (encoder_loop.py). Each image is
-one call, so the images of one request fan out across the encoder replicas and are encoded in
-parallel. The embeddings stay in this replica's object store; the answer carries a reference
-the LLM stage pulls."""
+projector, images batched across requests in deadline order (encoder_loop.py). A call carries a
+group of a request's images (the ingress splits a request's images into one group per encoder
+replica), so the images of one request fan out across the replicas and are encoded in
+parallel. The group's embeddings stay in this replica's object store as one tensor; the answer
+carries a reference the LLM stage pulls."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any, Literal
@@ -54,26 +56,28 @@ class ImageEncoder(ReportsPendingTokens):
 
     async def _encode(self, call: ImageCall) -> EncodedImage:
         start = time.time()
-        field = f"image {call.index}"
         try:
-            pixels = open_image(call.data, field)
+            pixels = [open_image(data, f"image {call.index + k}")
+                      for k, data in enumerate(call.data)]
         except UnsupportedMediaType as exc:
             return EncodedImage("unsupported_media_type", message=str(exc))
         except InputError as exc:
             return EncodedImage("invalid_input", message=str(exc))
-        try:
-            emb = await self.loop.submit(f"{call.request_id}/{call.index}", pixels,
-                                         call.deadline_s, call.after_s,
-                                         fifo=self.settings.priority == "fifo")
+        fifo = self.settings.priority == "fifo"
+        try:  # each image queued on its own: they batch with other requests' images
+            embs = await asyncio.gather(*[
+                self.loop.submit(f"{call.request_id}/{call.index + k}", p, call.deadline_s,
+                                 call.after_s, fifo=fifo) for k, p in enumerate(pixels)])
         except QueueFull as exc:
             return EncodedImage("overloaded", message=str(exc))
         except Exception as exc:
             return EncodedImage("error", message=f"encoding failed: {type(exc).__name__}")
-        if emb is None:
+        if any(emb is None for emb in embs):
             return EncodedImage("deadline_exceeded",
                                 message="the TTFT deadline was lost before this image ran")
+        stacked = _stack(embs)  # [images, tokens, hidden], one object to pull
         done = time.time()
-        return EncodedImage("ok", (ray.put(emb),), int(emb.shape[0]),
+        return EncodedImage("ok", (ray.put(stacked),), int(stacked.shape[0] * stacked.shape[1]),
                             encode_ms=(done - start) * 1000.0)
 
     def ping(self) -> str:
@@ -83,3 +87,9 @@ class ImageEncoder(ReportsPendingTokens):
         return {"pending": self.loop.pending, "encoded": self.loop.encoded,
                 "expired": self.loop.expired,
                 "batch_ms": {n: s * 1000 for n, s in self.loop.times.seconds.items()}}
+
+
+def _stack(embs: list[Any]) -> Any:
+    import torch  # the replica's (imported by its constructor); this module stays torch-free
+
+    return torch.stack(list(embs))

@@ -75,10 +75,12 @@ class LLMBackend(ReportsPendingTokens):
         if not all(isinstance(refs, tuple | list) and len(refs) == 1 for refs in images):
             raise InputError("a disaggregated LLM stage takes encoder references, not image "
                              "bytes (is the ingress configured for the monolith?)")
-        return tuple(await asyncio.gather(*[_pull(refs[0]) for refs in images]))
+        groups = await asyncio.gather(*[_pull(refs[0]) for refs in images])
+        return tuple(emb for group in groups for emb in group)  # [tokens, hidden] per image
 
     async def generate(self, call: GenerateCall, images: list[Any]) -> AsyncIterator[GenChunk]:
-        """`images`: per image, bytes (monolith) or a 1-tuple of an ObjectRef (disaggregated)."""
+        """`images`: per image, bytes (monolith); or per encoder group, a 1-tuple of an
+        ObjectRef of its embeddings [images, tokens, hidden] (disaggregated), in prompt order."""
         self.in_flight += 1
         try:
             with self.holding_tokens(call):  # the prompt token router's count (routers.py)

@@ -1,6 +1,7 @@
 """The generation path as the ingress runs it (asyncio + Serve handles; no torch):
 
-    disaggregated: images -> encoder replicas (one call each, in parallel) -> all ready ->
+    disaggregated: images -> encoder replicas (split into at most one group per replica,
+                   the groups in parallel) -> all ready ->
                    LLM replica chosen, pulls the embeddings by reference -> stream
     monolith:      images as bytes -> LLM replica (the engine encodes) -> stream
     text only:     LLM replica -> stream (the encoders are skipped)
@@ -39,14 +40,16 @@ class ChatJob:
 
 class GenerationPipeline:
     def __init__(self, llm: Any, encoder: Any | None, tokens_per_image: int,
-                 count_image_tokens: bool = True) -> None:
+                 count_image_tokens: bool = True, fan_out: int = 1) -> None:
         """`encoder` None: the monolith (images go to the LLM replica as bytes).
         `count_image_tokens`: the LLM router's cost counts image tokens (decoder-only models)
-        or text tokens only (cross-attention models)."""
+        or text tokens only (cross-attention models). `fan_out`: the most encoder calls one
+        request's images are split into (the encoder replicas)."""
         self.llm = llm.options(stream=True)
         self.encoder = encoder
         self.tokens_per_image = tokens_per_image
         self.count_image_tokens = count_image_tokens
+        self.fan_out = max(1, fan_out)
 
     @property
     def path(self) -> str:
@@ -74,9 +77,17 @@ class GenerationPipeline:
             yield chunk
 
     async def _encode(self, job: ChatJob) -> list[EncodedImage]:
-        calls = [self.encoder.encode.remote(ImageCall(job.request_id, i, data, job.ttft_deadline_s,
-                                                      route_tokens=self.tokens_per_image))
-                 for i, data in enumerate(job.images)]
+        calls = [self.encoder.encode.remote(
+                     ImageCall(job.request_id, start, job.images[start:stop], job.ttft_deadline_s,
+                               route_tokens=(stop - start) * self.tokens_per_image))
+                 for start, stop in image_groups(len(job.images), self.fan_out)]
         return list(await asyncio.gather(*calls))
+
+
+def image_groups(n: int, fan_out: int) -> list[tuple[int, int]]:
+    """[start, stop) of at most `fan_out` consecutive groups of n images, sizes within one."""
+    groups = max(1, min(n, fan_out))
+    bounds = [round(i * n / groups) for i in range(groups + 1)]
+    return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 

@@ -12,21 +12,23 @@ ChunkStatus = Literal["ok", "deadline_exceeded", "invalid_request", "overloaded"
 
 @dataclass(frozen=True)
 class ImageCall:
-    """One image of a request, to an encoder replica."""
+    """A group of a request's images (consecutive, in prompt order), to one encoder replica.
+    A request's images are split into at most as many groups as there are encoder replicas,
+    so they are encoded in parallel with one hop per replica, not one per image."""
 
     request_id: str
-    index: int  # the image's place in the request
-    data: bytes = field(repr=False)
+    index: int  # the group's first image's place in the request
+    data: tuple[bytes, ...] = field(repr=False)  # the group's images, in order
     deadline_s: float  # the request's TTFT deadline (wall clock)
     after_s: float = 0.0  # expected time after encoding (the LLM's prefill)
-    route_tokens: int = 0  # the image's tokens (the encoder router's cost)
+    route_tokens: int = 0  # the group's image tokens (the encoder router's cost)
 
 
 @dataclass(frozen=True)
 class EncodedImage:
-    """An encoder's answer: on `ok`, `ref` holds one ObjectRef of the embeddings
-    [tokens, hidden] in the encoder's object store (the LLM pulls it; the ingress only passes
-    the reference on)."""
+    """An encoder's answer for a group: on `ok`, `ref` holds one ObjectRef of the embeddings
+    [images, tokens, hidden] in the encoder's object store (the LLM pulls it; the ingress only
+    passes the reference on)."""
 
     status: ImageStatus
     ref: tuple[Any, ...] = ()

@@ -109,3 +109,16 @@ def test_model_files_round_trip(tmp_path) -> None:
     assert materialize(files, tmp_path / "node") == out  # written once
     with pytest.raises(FileNotFoundError, match="config.json"):
         read_model_files(tmp_path, "none")
+
+
+def test_image_groups_split_in_order_at_most_one_per_replica() -> None:
+    from deployments.generation.pipeline import image_groups
+
+    assert image_groups(0, 2) == []
+    for n in range(1, 10):
+        for fan_out in (1, 2, 3, 8):
+            groups = image_groups(n, fan_out)
+            assert len(groups) == min(n, fan_out)
+            assert [i for a, b in groups for i in range(a, b)] == list(range(n))  # in order
+            sizes = [b - a for a, b in groups]
+            assert max(sizes) - min(sizes) <= 1

@@ -221,6 +221,10 @@ def prepare(config_path: Path, app_name: str | None = None) -> AppConfig:
         raise ValueError(f"{config_path}: no application with import_path app.builder:build_app")
     cfg = load_config(apps[0].get("args") or {})
     ensure_artifacts(cfg)
+    if cfg.generation is not None and cfg.generation.model_dir is None:
+        from deployments.models.vlm.cache import ensure_vlm
+
+        log.info("the VLM: %s", ensure_vlm(Path(cfg.paths.models_dir)))  # trains on first use
     return cfg
 
 

@@ -23,6 +23,19 @@ def test_serve_config_args_validate() -> None:
         assert {c.name for c in cfg.classifiers} == {"family", "vit", "fusion"}
 
 
+def test_vlm_config_is_the_default_plus_generation() -> None:
+    """serve_config.vlm.yaml (the README's VLM command) differs from serve_config.yaml only by
+    its `generation:` section, which validates."""
+    base = yaml.safe_load((ROOT / "serve_config.yaml").read_text())
+    vlm = yaml.safe_load((ROOT / "serve_config.vlm.yaml").read_text())
+    args = _apps(vlm)[0]["args"]
+    cfg = AppConfig.model_validate(args)
+    assert cfg.generation is not None and cfg.generation.mode == "disaggregated"
+    assert {k: v for k, v in args.items() if k != "generation"} == _apps(base)[0]["args"]
+    vlm["applications"][0]["args"].pop("generation")
+    assert vlm == base
+
+
 def test_rayservice_serve_config_validates_and_matches_families() -> None:
     service = yaml.safe_load((ROOT / "deploy" / "rayservice.yaml").read_text())
     apps = _apps(yaml.safe_load(service["spec"]["serveConfigV2"]))

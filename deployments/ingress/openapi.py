@@ -11,6 +11,7 @@ generator or a fuzzer (scripts/fuzz.sh runs schemathesis against it) can rely on
   Errors), `Retry-After` on 429/503, `WWW-Authenticate` on 401;
 - an example request per family that takes an image alone (a small PNG made here), so the
   docs show a working request and a fuzzer's first cases get a 200 from a model;
+- POST /v1/chat/completions where a chat model is served (openapi_chat.py);
 - the API keys, when any are configured: a `bearer` security scheme on every route but
   `/healthz` (and `/metrics` when `auth.protect_metrics` is false).
 
@@ -29,6 +30,7 @@ from pydantic import BaseModel
 from deployments.ingress.answers import HealthResponse, ModelsResponse, StatusResponse
 from deployments.ingress.auth import METRICS_PATH, OPEN_PATHS, ApiKeys
 from deployments.ingress.catalog import Catalog
+from deployments.ingress.openapi_chat import declare_chat
 from deployments.ingress.schemas import (
     ClassifyRequest,
     ClassifyResponse,
@@ -115,6 +117,7 @@ def declare_api(app: FastAPI, catalog: Catalog, max_items_per_job: int,
             doc["paths"][METRICS_PATH]["get"]["responses"]["200"]["content"] = {
                 "text/plain": {"schema": {"type": "string"}}}
         _narrow(doc["components"]["schemas"], catalog, max_items_per_job)
+        declare_chat(doc)  # where the app serves a chat model
         if secured:
             assert keys is not None
             _secure(doc, keys)

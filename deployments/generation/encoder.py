@@ -33,6 +33,8 @@ class EncoderSettings(BaseModel):
     max_queued_images: int = Field(256, ge=1)
     torch_threads: int = Field(1, ge=1)
     priority: Literal["deadline", "fifo"] = "deadline"
+    # how long an answer's embeddings stay held here after its TTFT deadline (see HeldRefs)
+    hold_after_deadline_s: float = Field(30.0, gt=0)
 
 
 @serve.deployment(max_ongoing_requests=512)
@@ -46,6 +48,7 @@ class ImageEncoder(ReportsPendingTokens):
         self.vision = VisionEncoder(materialize(model))
         self.loop = EncoderLoop(self.vision.encode, self.settings.max_batch_images,
                                 self.settings.max_queued_images)
+        self.held = HeldRefs()
         self.loop.warm(Image.new("RGB", (64, 64)))
         log.info("image encoder ready (%s), batch times %s", model.sha256[:12],
                  {n: round(s * 1000, 2) for n, s in self.loop.times.seconds.items()})
@@ -77,7 +80,9 @@ class ImageEncoder(ReportsPendingTokens):
                                 message="the TTFT deadline was lost before this image ran")
         stacked = _stack(embs)  # [images, tokens, hidden], one object to pull
         done = time.time()
-        return EncodedImage("ok", (ray.put(stacked),), int(stacked.shape[0] * stacked.shape[1]),
+        ref = ray.put(stacked)
+        self.held.hold(ref, max(call.deadline_s, done) + self.settings.hold_after_deadline_s)
+        return EncodedImage("ok", (ref,), int(stacked.shape[0] * stacked.shape[1]),
                             encode_ms=(done - start) * 1000.0)
 
     def ping(self) -> str:
@@ -85,7 +90,7 @@ class ImageEncoder(ReportsPendingTokens):
 
     def stats(self) -> dict[str, Any]:
         return {"pending": self.loop.pending, "encoded": self.loop.encoded,
-                "expired": self.loop.expired,
+                "expired": self.loop.expired, "held_refs": len(self.held),
                 "batch_ms": {n: s * 1000 for n, s in self.loop.times.seconds.items()}}
 
 
@@ -93,3 +98,23 @@ def _stack(embs: list[Any]) -> Any:
     import torch  # the replica's (imported by its constructor); this module stays torch-free
 
     return torch.stack(list(embs))
+
+
+class HeldRefs:
+    """The embeddings this replica answered with, kept referenced here until a while after
+    their request's TTFT deadline. Serve hands a replica's answer to the caller serialized, so
+    Ray does not see the ingress (and then the LLM replica) borrow the reference inside it:
+    once this replica dropped its own reference, the object could be freed before the LLM
+    pulled it (ReferenceCountingAssertionError under load). Holding it past the deadline
+    covers every pull that can still matter; expired ones are let go as new ones come."""
+
+    def __init__(self) -> None:
+        self._refs: list[tuple[float, Any]] = []  # (release at, ref), in insertion order
+
+    def hold(self, ref: Any, until_s: float) -> None:
+        now = time.time()
+        self._refs = [(t, r) for t, r in self._refs if t > now]
+        self._refs.append((until_s, ref))
+
+    def __len__(self) -> int:
+        return len(self._refs)

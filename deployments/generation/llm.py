@@ -97,7 +97,7 @@ class LLMBackend(ReportsPendingTokens):
             return
         except Exception as exc:  # an encoder replica holding an embedding died
             log.warning("pulling image embeddings failed: %s", exc)
-            yield GenChunk(finished=True, status="error",
+            yield GenChunk(finished=True, status="unavailable",
                            message=f"the image embeddings could not be had: {type(exc).__name__}")
             return
         if ttft_lost(time.time(), call.deadline_s, self.settings.min_prefill_ms / 1000.0):

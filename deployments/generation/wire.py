@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 ImageStatus = Literal["ok", "deadline_exceeded", "invalid_input", "unsupported_media_type",
                       "overloaded", "error"]
-ChunkStatus = Literal["ok", "deadline_exceeded", "invalid_request", "overloaded", "error"]
+ChunkStatus = Literal["ok", "deadline_exceeded", "invalid_request", "overloaded", "unavailable",
+                      "error"]
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ from deployments.ingress.strict_json import JsonLimits
 log = logging.getLogger(__name__)
 
 CHUNK_ERRORS = {"deadline_exceeded": "deadline_exceeded", "invalid_request": "invalid_request",
-                "overloaded": "overloaded", "error": "internal_error"}
+                "overloaded": "overloaded", "unavailable": "replica_unavailable",
+                "error": "internal_error"}
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ class ChatService:
 
 def _chunk_error(chunk: GenChunk) -> ChatError:
     code = CHUNK_ERRORS.get(chunk.status, "internal_error")
-    retry = 1.0 if code == "overloaded" else None
+    retry = 1.0 if code in ("overloaded", "replica_unavailable") else None
     return ChatError(code, chunk.message or code, retry_after_s=retry)
 
 

@@ -122,3 +122,16 @@ def test_image_groups_split_in_order_at_most_one_per_replica() -> None:
             assert [i for a, b in groups for i in range(a, b)] == list(range(n))  # in order
             sizes = [b - a for a, b in groups]
             assert max(sizes) - min(sizes) <= 1
+
+
+def test_held_refs_keep_until_their_time_then_let_go() -> None:
+    import time
+
+    from deployments.generation.encoder import HeldRefs
+
+    held = HeldRefs()
+    held.hold("gone", time.time() - 1.0)
+    assert len(held) == 1
+    held.hold("kept", time.time() + 60.0)  # a new hold lets the expired one go
+    held.hold("also kept", time.time() + 60.0)
+    assert len(held) == 2 and [r for _, r in held._refs] == ["kept", "also kept"]

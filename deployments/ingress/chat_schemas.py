@@ -52,6 +52,9 @@ class ChatLimits(StrictConfig):
     default_max_tokens: int | None = Field(
         default=None, gt=0, description="when the request gives none; null: max_tokens, "
                                         "capped by the context room left after the prompt")
+    ttft_grace_s: float = Field(default=1.0, ge=0,
+                                description="no first token this long after the TTFT deadline "
+                                            "(a stage without a live replica, a stuck call): 504")
     default_ttft_slo_ms: float = Field(default=2000.0, gt=0,
                                        description="TTFT SLO of a request that names none")
     decode_images: bool = Field(

@@ -10,6 +10,7 @@ believed), as the client sees it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -80,10 +81,16 @@ class ChatService:
                       tuple(i.data for i in req.images), req.max_tokens, arrival.time_s,
                       arrival.time_s + req.ttft_slo_ms / 1000.0)
         chunks = self.model.pipeline.run(job).__aiter__()
-        try:
-            first = await chunks.__anext__()
+        wait_s = max(0.0, job.ttft_deadline_s - time.time()) + self.limits.ttft_grace_s
+        try:  # the deadline holds even where a stage never answers (no live replica)
+            first = await asyncio.wait_for(chunks.__anext__(), timeout=wait_s)
         except StopAsyncIteration:
             first = GenChunk(finished=True, status="error", message="no answer from the LLM")
+        except TimeoutError:
+            await _close(chunks)
+            return ChatError("deadline_exceeded", "no first token by the TTFT deadline (+ "
+                             f"{self.limits.ttft_grace_s:g} s): a generation stage did not "
+                             "answer in time").response()
         except Exception as exc:
             return _stage_failure(exc).response()
         if first.status != "ok":
@@ -133,6 +140,13 @@ class ChatService:
             yield out.fail(ChatError("internal_error", "the LLM stage ended the stream early"))
         except Exception as exc:
             yield out.fail(_stage_failure(exc))
+
+
+async def _close(chunks: AsyncIterator[GenChunk]) -> None:
+    try:
+        await chunks.aclose()  # type: ignore[attr-defined]
+    except Exception as exc:  # already cancelled mid-call: nothing left to stop
+        log.debug("closing an abandoned stream: %s", exc)
 
 
 def _chunk_error(chunk: GenChunk) -> ChatError:

@@ -34,6 +34,13 @@ def test_vlm_config_is_the_default_plus_generation() -> None:
     assert {k: v for k, v in args.items() if k != "generation"} == _apps(base)[0]["args"]
     vlm["applications"][0]["args"].pop("generation")
     assert vlm == base
+    # every replica fits on the 2-core machine `scripts/run.sh` starts Ray on (Ray's CPU count)
+    g, stages = cfg.generation, 0.0
+    stages += g.encoder.num_replicas * g.encoder.ray_actor_options.get("num_cpus", 1)
+    stages += g.llm.num_replicas * g.llm.ray_actor_options.get("num_cpus", 1)
+    classifiers = sum(c.num_replicas * c.ray_actor_options.get("num_cpus", 1)
+                      for c in cfg.classifiers)
+    assert classifiers + stages + 0.2 <= 2.0  # + the ingress's and the controller's 0.1 each
 
 
 def test_rayservice_serve_config_validates_and_matches_families() -> None:

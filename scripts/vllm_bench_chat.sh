@@ -12,11 +12,21 @@ model_dir=$(.venv/bin/python -c "from deployments.models.vlm import ensure_vlm; 
 mkdir -p results
 bash scripts/serve.sh serve_config.vlm.yaml > results/vllm_bench_chat_server.log 2>&1 &
 server=$!
-trap 'kill -INT $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
-for _ in $(seq 300); do
-  curl -sf localhost:8000/v1/models 2>/dev/null | grep -q '"vlm"' && break
-  sleep 1
+stop() {  # serve run shuts Serve and Ray down on SIGINT; SIGTERM if it has not within 30 s
+  kill -INT "$server" 2>/dev/null || return 0
+  for _ in $(seq 30); do kill -0 "$server" 2>/dev/null || return 0; sleep 1; done
+  kill -TERM "$server" 2>/dev/null || true
+  wait "$server" 2>/dev/null || true
+}
+trap stop EXIT
+ready=0  # the stages (the vLLM engine) start after the ingress: wait for a real answer
+for _ in $(seq 120); do
+  if curl -sf localhost:8000/v1/chat/completions -H 'Content-Type: application/json' \
+       -d '{"model": "vlm", "max_tokens": 2, "messages": [{"role": "user", "content": "what is two plus three?"}]}' \
+       >/dev/null 2>&1; then ready=1; break; fi
+  sleep 3
 done
+[ "$ready" = 1 ] || { echo "the chat API did not answer within 6 min" >&2; exit 1; }
 .venv/bin/python -m app.bench.gen_vllm_cli bench serve --backend openai-chat \
   --base-url http://127.0.0.1:8000 --endpoint /v1/chat/completions --model vlm \
   --tokenizer "$model_dir" --dataset-name random-mm --num-prompts 200 --request-rate 8 \

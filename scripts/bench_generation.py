@@ -36,10 +36,10 @@ from app.bench.gen_workload import WorkloadSpec
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
-    p.add_argument("--rates", type=float, nargs="+", default=[1.0, 2.0, 4.0, 6.0, 8.0],
-                   help="mean requests/s of the ramp")
-    p.add_argument("--duration-s", type=float, default=45.0, help="each rate")
-    p.add_argument("--slo-ms", type=float, default=1000.0, help="TTFT SLO (all systems)")
+    p.add_argument("--rates", type=float, nargs="+", default=[4.0, 16.0, 28.0, 40.0, 52.0],
+                   help="mean requests/s of the ramp (docs/generation.md's run)")
+    p.add_argument("--duration-s", type=float, default=25.0, help="each rate")
+    p.add_argument("--slo-ms", type=float, default=250.0, help="TTFT SLO (all systems)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--image-share", type=float, default=0.5)
     p.add_argument("--burst-factor", type=float, default=4.0)

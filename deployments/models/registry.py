@@ -11,11 +11,8 @@ of a cluster serves exactly the weights the builder profiled, and never trains a
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +22,7 @@ from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import load_file
 
 from deployments.models.base import ServableModel
+from deployments.models.cache import file_lock
 from deployments.models.train import (
     DEFAULT_CACHE,
     SPECS,
@@ -61,17 +59,6 @@ def family_names() -> tuple[str, ...]:
     return tuple(SPECS)
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def ensure_trained(name: str, cache_dir: Path = DEFAULT_CACHE) -> Path:
     """Train family `name` into `cache_dir` unless current weights are there; the weights file.
 
@@ -81,7 +68,7 @@ def ensure_trained(name: str, cache_dir: Path = DEFAULT_CACHE) -> Path:
     cache_dir = Path(cache_dir)
     cfg = spec.config()
     weights, _ = cache_paths(name, cache_dir)
-    with _locked(cache_dir / f".{name}.lock"):
+    with file_lock(cache_dir / f".{name}.lock"):
         meta = read_metadata(name, cache_dir)
         if meta is None or meta.get("config_hash") != config_hash(cfg) or not weights.is_file():
             log.info("%s: no current cached weights in %s, training", name, cache_dir)

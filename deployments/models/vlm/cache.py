@@ -7,19 +7,16 @@ concurrent first uses, and the directory appears whole (written beside it, then 
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import logging
 import os
 import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-from deployments.models.cache import DEFAULT_MODELS_DIR
+from deployments.models.cache import DEFAULT_MODELS_DIR, file_lock
+from deployments.models.train import weights_digest
 from deployments.models.vlm.config import VlmConfig
 from deployments.models.vlm.evaluate import held_out_accuracy
 from deployments.models.vlm.export import read_meta, save_model_dir
@@ -29,30 +26,8 @@ from deployments.models.vlm.tokenizer import build_tokenizer
 log = logging.getLogger(__name__)
 
 
-def weights_digest(model: torch.nn.Module) -> str:
-    """sha256 over parameter names, shapes and bytes (equal digests = identical weights)."""
-    h = hashlib.sha256()
-    for key, value in sorted(model.state_dict().items()):
-        t = value.detach().cpu().contiguous()
-        h.update(key.encode())
-        h.update(str(tuple(t.shape)).encode())
-        h.update(t.numpy().tobytes())
-    return h.hexdigest()
-
-
 def model_dir_for(cfg: VlmConfig, cache_root: Path = DEFAULT_MODELS_DIR) -> Path:
     return Path(cache_root) / f"vlm-{cfg.config_hash()}"
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def is_current(model_dir: Path, cfg: VlmConfig) -> bool:
@@ -70,7 +45,7 @@ def ensure_vlm(cache_root: Path = DEFAULT_MODELS_DIR, cfg: VlmConfig | None = No
     target = model_dir_for(cfg, cache_root)
     if is_current(target, cfg):
         return target
-    with _locked(Path(cache_root) / ".vlm.lock"):
+    with file_lock(Path(cache_root) / ".vlm.lock"):
         if not is_current(target, cfg):
             log.info("vlm: no current model in %s, training", target)
             previous = torch.get_num_threads()

@@ -29,6 +29,7 @@ from app.bench.gen_workload import (
     image_count_probs,
     make_workload,
 )
+from tests.unit.local_http import serve_posts
 
 WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 POOL = ExamplePool(tuple(WORDS[i % 10] for i in range(300)),
@@ -161,16 +162,10 @@ def _prepared(i: int, q: str, t: float) -> Prepared:
 
 def test_client_accounts_for_every_request() -> None:
     async def run() -> list:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", _fake_openai)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        runner, url = await serve_posts({"/v1/chat/completions": _fake_openai})
         kinds = ["ok", "refuse", "slow", "cut", "error", "ok"]
         try:
-            return await open_loop(f"http://127.0.0.1:{port}/v1/chat/completions",
+            return await open_loop(f"{url}/v1/chat/completions",
                                    [_prepared(i, k, 0.02 * i) for i, k in enumerate(kinds)],
                                    {"Content-Type": "application/json"}, timeout_s=1.0,
                                    start_delay_s=0.05)

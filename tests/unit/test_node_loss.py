@@ -13,6 +13,7 @@ from pytest import approx
 
 from app.bench.node_loss_load import Answer, outcome_of, send_load
 from app.bench.node_loss_report import figures, rows, table
+from tests.unit.local_http import serve_posts
 
 
 def test_outcome_of_reads_result_status_or_error_type() -> None:
@@ -33,17 +34,11 @@ async def _serve_and_load(seconds: float) -> tuple[list[Answer], int]:
                                      headers=headers)
         return web.json_response({"status": "ok"}, headers=headers)
 
-    app = web.Application()
-    app.router.add_post("/v1/classify", classify)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, url = await serve_posts({"/v1/classify": classify})
     answers: list[Answer] = []
     stop = asyncio.Event()
     asyncio.get_running_loop().call_later(seconds, stop.set)
-    await send_load(f"http://127.0.0.1:{port}/v1/classify", [b"{}"], 100.0, 0, stop, 5.0,
+    await send_load(f"{url}/v1/classify", [b"{}"], 100.0, 0, stop, 5.0,
                     answers)
     await runner.cleanup()
     return answers, len(seen)

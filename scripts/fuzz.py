@@ -14,17 +14,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import socket
 import sys
 from pathlib import Path
 
 from app.bench.fuzz import FuzzSettings, run_fuzz
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from app.bench.http import free_port
 
 
 def parse(argv: list[str] | None = None) -> FuzzSettings:

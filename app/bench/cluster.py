@@ -19,7 +19,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from typing import Any
 import yaml
 
 from app.bench import http
+from app.bench.http import free_port
 from deployments.config import CLUSTER_ENV
 from profiling.paths import REPO_ROOT
 
@@ -45,12 +45,6 @@ FAST_NODE_HEALTH = {"RAY_health_check_period_ms": "1000",  # the GCS sees a dead
                     "RAY_health_check_failure_threshold": "3"}  # (Ray's default: ~15 s)
 NODE_ENV = {**CLUSTER_ENV, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
             **FAST_NODE_HEALTH}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)

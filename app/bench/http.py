@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,3 +73,10 @@ def post_bytes(url: str, data: bytes, content_type: str = JSON_TYPE,
 
 def post_json(url: str, body: Any, timeout_s: float = 30.0) -> HttpResponse:
     return post_bytes(url, json.dumps(body).encode(), JSON_TYPE, timeout_s)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a server about to start)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

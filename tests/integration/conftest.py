@@ -8,7 +8,6 @@ on a free port, and torn down after the session (serve.shutdown + ray.shutdown).
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from app.bench import http
+from app.bench.http import free_port
 from deployments.config import CLUSTER_ENV
 from tests.conftest import vlm_dir_override, vlm_tests_on
 
@@ -43,12 +43,6 @@ TEST_ARGS: dict[str, Any] = {
 GENERATION = {"model": CHAT_MODEL, "engine": "transformers",
               "encoder": {"num_replicas": 2, "ray_actor_options": {"num_cpus": 0.1}},
               "llm": {"ray_actor_options": {"num_cpus": 0.2}}}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,11 @@ loadgen drives it over real HTTP."""
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from app.bench import live as lb
 from app.bench.bare import BareSettings
+from app.bench.http import free_port
 from app.bench.loadgen import LoadgenConfig, build_payloads, run_load
 from app.bench.processes import app_replicas, serve_memory
 from app.sim.traces.spec import TraceSpec
@@ -17,14 +16,8 @@ from tests.integration.fake_family import COMPUTE_S, FakeFamily
 pytestmark = pytest.mark.integration
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_bare_graph_answers_with_compute_time_and_memory_is_listed() -> None:
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     lb.start_ray(port, num_cpus=4)
     try:

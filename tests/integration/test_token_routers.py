@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import tempfile
 import time
 from collections import Counter
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 from ray import serve
 
+from app.bench.http import free_port
 from deployments.generation.routers import ReportsPendingTokens, image_token_router_config
 
 pytestmark = pytest.mark.integration
@@ -58,12 +58,6 @@ class Caller:
         return list(await asyncio.gather(*calls))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def handles() -> Iterator[tuple[Any, Any]]:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -74,7 +68,7 @@ def handles() -> Iterator[tuple[Any, Any]]:
     own = not ray.is_initialized()  # else: the session's Ray and Serve (tests/integration/conftest)
     temp_dir = tempfile.mkdtemp(prefix="ray-tr-", dir="/tmp")
     if own:
-        lb.start_ray(_free_port(), num_cpus=2, temp_dir=temp_dir)
+        lb.start_ray(free_port(), num_cpus=2, temp_dir=temp_dir)
     try:
         caller = serve.run(Caller.bind(Holder.bind()), name=APP, route_prefix=None)
         holder = serve.get_deployment_handle("Holder", app_name=APP)

@@ -26,7 +26,10 @@ FAMILY = "family"
 RATE_QPS = 40.0
 MAX_IN_FLIGHT = 256
 OK_AFTER = 8  # ok answers after the last refusal that count as recovered
-FAST_S = 0.1  # a fast 503 at the client (p95; p99 within 2.5x: a shared 2-core machine)
+# a fast 503 at the client (p95; p99 within 2.5x): the failure this guards against waited 2.2 s;
+# 0.1 s failed once at 0.109 s while other work shared the 2 cores (the first 503s after the
+# kill are the slowest)
+FAST_S = 0.2
 
 
 @dataclass(frozen=True)

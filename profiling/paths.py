@@ -3,6 +3,8 @@ names them).
 
     <profiles_dir>/<model>.<task>.json          a profile (profiling/artifacts.py)
     <plans_dir>/<model>.<task>.<kind>.json      a plan of a PlanKind (profiling/plans.py)
+    <profiles_dir>/<model>.stages.json          a generation model's stage profiles
+                                                (profiling/stages.py)
 
 Trained weights live under `deployments.models.cache.DEFAULT_MODELS_DIR`.
 """
@@ -49,3 +51,8 @@ def plan_path(plans_dir: Path, profile: str, kind: PlanKind) -> Path:
 
 def plan_file(plans_dir: Path, model: str, task: str, kind: PlanKind) -> Path:
     return plan_path(plans_dir, profile_name(model, task), kind)
+
+
+def stage_profile_file(profiles_dir: Path, model: str) -> Path:
+    """The stage profiles of generation model `model` (`adaptserve profile --stages`)."""
+    return Path(profiles_dir) / f"{model}.stages.json"

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from app.cli.profile_stages import add_stage_arguments, cmd_profile_stages
 from deployments.models.cache import DEFAULT_MODELS_DIR
 from policies.profile import LatencyPoint, Profile
 from profiling.paths import DEFAULT_PLANS_DIR, DEFAULT_PROFILES_DIR
@@ -38,6 +39,8 @@ def profile_table(profiles: list[Profile], batch_sizes: tuple[int, int] = (1, 16
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
+    if args.stages:
+        return cmd_profile_stages(args)
     from profiling.artifacts import ensure_profiles, load_profile
 
     measure: dict[str, Any] = {"warmup": args.warmup, "repeats": args.repeats,
@@ -95,5 +98,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--plan-max-batch", type=int, default=8, help="largest batch a replica runs")
     p.add_argument("--plan-kinds", default=None,
                    help="comma list of ramsis,jellyfish,mosel,otas (default: all a profile fits)")
+    add_stage_arguments(p)
     p.set_defaults(func=cmd_profile)
     return p

@@ -43,6 +43,7 @@ def interpolate(points: tuple[tuple[int, float], ...], x: float) -> float:
     """Piecewise-linear through `points` (sorted by size); below the first point its latency
     (small work is no faster than the smallest profiled), beyond the last the last segment's
     slope (a single point: proportional), never decreasing."""
+    points = _running_max(points)
     k0, v0 = points[0]
     if x <= k0:
         return v0
@@ -53,6 +54,23 @@ def interpolate(points: tuple[tuple[int, float], ...], x: float) -> float:
             return va + (vb - va) * (x - ka) / (kb - ka)
     (ka, va), (kb, vb) = points[-2], points[-1]
     return max(vb, vb + (vb - va) * (x - kb) / (kb - ka))
+
+
+def _running_max(points: tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], ...]:
+    """Each latency at least the one before it: more work never takes less time (a noisy
+    measurement that dips is read as flat)."""
+    out, top = [], 0.0
+    for k, v in points:
+        top = max(top, v)
+        out.append((k, top))
+    return tuple(out)
+
+
+def _check_slo(what: str, slo_ms: float, latency_share: float) -> None:
+    if not slo_ms > 0:
+        raise ValueError(f"{what} must be > 0 ms, got {slo_ms}")
+    if not 0 < latency_share <= 1:
+        raise ValueError(f"latency_share must be in (0, 1], got {latency_share}")
 
 
 @dataclass(frozen=True)
@@ -69,12 +87,16 @@ class EncoderProfile:
     def latency_ms(self, images: float) -> float:
         return interpolate(tuple(self.batch_latency_ms.items()), images)
 
-    def capacity_tokens_per_s(self, slo_ms: float, latency_share: float = 0.5) -> float:
+    def capacity_tokens_per_s(self, slo_ms: float, latency_share: float = 0.5,
+                              max_batch_images: int | None = None) -> float:
         """Image tokens/s one replica sustains with each batch within latency_share * slo_ms
-        (at least the smallest profiled batch: a replica always makes progress)."""
+        and at most `max_batch_images` (the replica's batch limit) images (at least the smallest
+        profiled batch: a replica always makes progress)."""
+        _check_slo("slo_ms", slo_ms, latency_share)
         budget = slo_ms * latency_share
+        limit = max_batch_images if max_batch_images is not None else max(self.batch_latency_ms)
         rates = [b * self.tokens_per_image * 1000.0 / ms
-                 for b, ms in self.batch_latency_ms.items() if ms <= budget]
+                 for b, ms in self.batch_latency_ms.items() if ms <= budget and b <= limit]
         if not rates:
             b, ms = next(iter(self.batch_latency_ms.items()))
             rates = [b * self.tokens_per_image * 1000.0 / ms]
@@ -103,6 +125,8 @@ class LLMProfile:
                               latency_share: float = 0.5) -> float:
         """Prompt tokens/s (the router's units: text + image for decoder-only, text only for
         cross-attention) one replica sustains within the SLOs (module docstring)."""
+        _check_slo("ttft_slo_ms", ttft_slo_ms, latency_share)
+        _check_slo("tbt_slo_ms", tbt_slo_ms, latency_share)
         budget = ttft_slo_ms * latency_share
         fits = [(n, ms) for n, ms in self.prefill_ms.items() if ms <= budget]
         n, ms = max(fits) if fits else next(iter(self.prefill_ms.items()))
@@ -135,16 +159,22 @@ class StageProfiles:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StageProfiles:
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a stage profile is a JSON object, got {type(data).__name__}")
         version = data.get("format_version")
         if version != FORMAT_VERSION:
             raise ValueError(f"stage profile format_version {version!r}; this code reads "
                              f"{FORMAT_VERSION} (re-run `adaptserve profile --stages`)")
-        enc, llm = data["encoder"], data["llm"]
-        return cls(str(data["model"]), str(data["hardware"]),
-                   EncoderProfile(int(enc["tokens_per_image"]), _unkeyed(enc["batch_latency_ms"])),
-                   LLMProfile(Architecture.parse(llm["architecture"]), _unkeyed(llm["prefill_ms"]),
-                              _unkeyed(llm["tbt_ms"])),
-                   dict(data.get("metadata", {})))
+        try:
+            enc, llm = data["encoder"], data["llm"]
+            return cls(str(data["model"]), str(data["hardware"]),
+                       EncoderProfile(int(enc["tokens_per_image"]),
+                                      _unkeyed(enc["batch_latency_ms"])),
+                       LLMProfile(Architecture.parse(llm["architecture"]),
+                                  _unkeyed(llm["prefill_ms"]), _unkeyed(llm["tbt_ms"])),
+                       dict(data.get("metadata", {})))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"not a stage profile: {type(exc).__name__} {exc}") from None
 
 
 def _keyed(table: Mapping[int, float]) -> dict[str, float]:

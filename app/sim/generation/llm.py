@@ -1,0 +1,180 @@
+"""The LLM pool (ModServe's text instances), and the monolith: replicas with continuous batching.
+
+Each iteration of a replica admits waiting prompts (earliest TTFT deadline first, or FIFO) while
+the running sequences plus the admitted stay within `max_running` and the admitted prompt tokens
+within `max_prefill_tokens` (always at least one prompt), and takes
+    prefill_time_ms(admitted prompt tokens)           if it admitted any
+  + tbt_time_ms(running sequences)                    if any is decoding
+  + encoder latency_ms(the admitted prompts' images)  on the monolith only (the vision tower
+                                                      runs inside the engine's step, as vLLM's)
+A prompt's tokens are what its prefill processes and what the router counts (`PromptCost`): text
++ image tokens for a decoder-only model, text only for a cross-attention one. An admitted prompt
+has its first token at the end of its iteration and one more at the end of each later one until
+it has `output_tokens`; a replica's count of pending tokens (the router's) holds a request from
+routing until its last token, as the live replica's does (`prompt_tokens_until_done`; False:
+until its first token, counting only the prefill work queued ahead, and the call in flight).
+
+With `drop_lost`, a request whose TTFT deadline is lost when it reaches its replica (less than
+`min_prefill_ms` left) is answered deadline_exceeded at once, as the live LLM stage does.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from app.sim.generation.config import GenSimConfig, Order
+from app.sim.generation.pool import ReplicaPool
+from app.sim.kernel import Kernel
+from policies.generation.stage_batch import ttft_lost
+from policies.generation.stage_profile import EncoderProfile, LLMProfile
+
+ITERATION_DONE_PRIORITY = 0
+STEP_PRIORITY = 4  # an idle replica's next step starts after every arrival of the same instant
+
+
+@dataclass(frozen=True)
+class LLMWork:
+    """Per request: what the LLM stage needs to know (indexed by request)."""
+
+    deadline_s: Sequence[float]
+    prompt_tokens: Sequence[int]  # prefill tokens = the router's cost
+    num_images: Sequence[int]
+    output_tokens: Sequence[int]
+
+
+@dataclass
+class _Replica:
+    waiting: list[tuple[float, int, int]] = field(default_factory=list)  # (key, seq, request)
+    running: int = 0
+    iteration: int = 0
+    finish_at: dict[int, list[int]] = field(default_factory=dict)  # iteration -> finishing
+    admitted: list[int] = field(default_factory=list)  # new prompts of the iteration running
+    busy: bool = False
+
+
+class LLMStage:
+    def __init__(self, cfg: GenSimConfig, profile: LLMProfile, vision: EncoderProfile | None,
+                 kernel: Kernel, pool_factory: Callable[..., ReplicaPool], work: LLMWork,
+                 on_first: Callable[[int, float], None], on_done: Callable[[int, float], None],
+                 on_lost: Callable[[int, float], None]) -> None:
+        """`vision`: the monolith's vision tower (None: the disaggregated LLM stage)."""
+        self.cfg = cfg
+        self.profile = profile
+        self.vision = vision
+        self.kernel = kernel
+        self.work = work
+        self.on_first, self.on_done, self.on_lost = on_first, on_done, on_lost
+        self.pool = pool_factory("llm", cfg.llm, self._route_backlog, self._has_work)
+        self.replicas: list[_Replica] = []
+        self.backlog: deque[int] = deque()
+        self.deadline_order = cfg.llm.order is Order.DEADLINE
+        self.iterations = 0
+        self._seq = 0
+        self._tbt_s = [0.0] + [profile.tbt_time_ms(b) / 1000.0
+                               for b in range(1, cfg.max_running + 1)]
+        self._vision_s: dict[int, float] = {}
+
+    def submit(self, request: int, now_s: float) -> None:
+        """The request (its images encoded, or bringing them on the monolith) reaches the
+        stage's router."""
+        if self.cfg.drop_lost and ttft_lost(now_s, self.work.deadline_s[request],
+                                            self.cfg.min_prefill_ms / 1000.0):
+            self.on_lost(request, now_s)
+            return
+        if self.backlog or not self.pool.ready:
+            self.backlog.append(request)
+            return
+        k = self.pool.route()
+        assert k is not None
+        while len(self.replicas) <= k:
+            self.replicas.append(_Replica())
+        self.pool.hold(k, self.work.prompt_tokens[request])
+        self._seq += 1
+        key = self.work.deadline_s[request] if self.deadline_order else float(self._seq)
+        rep = self.replicas[k]
+        heapq.heappush(rep.waiting, (key, self._seq, request))
+        if not rep.busy:
+            rep.busy = True  # the step is due: what else arrives at this instant joins it
+            self.kernel.at(now_s, STEP_PRIORITY, self._step, k)
+
+    def _route_backlog(self, now_s: float) -> None:
+        pending, self.backlog = self.backlog, deque()
+        for request in pending:
+            self.submit(request, now_s)
+
+    def _has_work(self, k: int) -> bool:
+        if k >= len(self.replicas):
+            return False
+        rep = self.replicas[k]
+        return rep.busy or bool(rep.waiting) or rep.running > 0
+
+    def _admit(self, rep: _Replica) -> tuple[list[int], int, int]:
+        admitted: list[int] = []
+        tokens = images = 0
+        work = self.work
+        while rep.waiting and rep.running + len(admitted) < self.cfg.max_running:
+            r = rep.waiting[0][2]
+            t = work.prompt_tokens[r]
+            if admitted and tokens + t > self.cfg.max_prefill_tokens:
+                break
+            heapq.heappop(rep.waiting)
+            admitted.append(r)
+            tokens += t
+            images += work.num_images[r]
+        return admitted, tokens, images
+
+    def _step(self, now_s: float, k: int) -> None:
+        self._start(k, now_s)
+
+    def _start(self, k: int, now_s: float) -> None:
+        rep = self.replicas[k]
+        admitted, tokens, images = self._admit(rep)
+        if not admitted and rep.running == 0:
+            rep.busy = False
+            self.pool.work_done(k, now_s)
+            return
+        duration_s = self._tbt_s[rep.running]
+        if admitted:
+            duration_s += self.profile.prefill_time_ms(tokens) / 1000.0
+        if images and self.vision is not None:
+            duration_s += self._vision_time_s(images)
+        rep.admitted = admitted
+        rep.busy = True
+        self.iterations += 1
+        self.kernel.at(now_s + duration_s, ITERATION_DONE_PRIORITY, self._iteration_done, k)
+
+    def _vision_time_s(self, images: int) -> float:
+        t = self._vision_s.get(images)
+        if t is None:
+            assert self.vision is not None
+            t = self._vision_s[images] = self.vision.latency_ms(images) / 1000.0
+        return t
+
+    def _iteration_done(self, now_s: float, k: int) -> None:
+        rep = self.replicas[k]
+        j = rep.iteration
+        rep.iteration += 1
+        for r in rep.finish_at.pop(j, ()):
+            rep.running -= 1
+            self._finish(k, r, now_s)
+        admitted, rep.admitted = rep.admitted, []
+        for r in admitted:
+            self.on_first(r, now_s)
+            if not self.cfg.prompt_tokens_until_done:  # the prefill work is done
+                self.pool.release(k, self.work.prompt_tokens[r])
+                self.pool.hold(k, 0)  # still in flight
+            n = self.work.output_tokens[r]
+            if n <= 1:
+                self._finish(k, r, now_s)
+            else:
+                rep.finish_at.setdefault(j + n - 1, []).append(r)
+                rep.running += 1
+        self._start(k, now_s)
+
+    def _finish(self, k: int, request: int, now_s: float) -> None:
+        self.pool.release(k, self.work.prompt_tokens[request]
+                          if self.cfg.prompt_tokens_until_done else 0)
+        self.on_done(request, now_s)

@@ -1,0 +1,158 @@
+"""Pieces of the generation simulator: the image split (same as the live ingress's), the pool's
+router (policies.token_routing's order), the ModServe-scale profiles held against the paper's
+ratios, and the experiment's max-load search."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from app.sim.generation.config import Routing, StageConfig
+from app.sim.generation.encoder import image_groups
+from app.sim.generation.experiment import (
+    Setup,
+    at_rate,
+    base_trace,
+    make_setup,
+    max_load,
+    run_point,
+    sized_split,
+)
+from app.sim.generation.metrics import percentile
+from app.sim.generation.modserve_profiles import (
+    FIG5_SHARE,
+    INTERNVL25_26B,
+    LLAMA32_11B,
+    MODELS,
+    calibrate,
+    encode_share,
+    encoder_ms,
+    modserve_profiles,
+    prefill_ms,
+    shape_checks,
+    tp_scale,
+)
+from app.sim.generation.pool import ReplicaPool
+from app.sim.kernel import Kernel
+from deployments.generation.pipeline import image_groups as live_image_groups
+
+
+def test_image_groups_is_the_live_ingress_split() -> None:
+    for n in range(0, 18):
+        for fan_out in range(1, 50):
+            assert image_groups(n, fan_out) == live_image_groups(n, fan_out)
+
+
+def _pool(routing: Routing, n: int = 4) -> ReplicaPool:
+    return ReplicaPool("p", StageConfig(n, routing=routing), Kernel(), random.Random(0),
+                       lambda _: None, lambda _: False)
+
+
+def test_token_router_picks_the_fewest_tokens_then_fewest_calls_and_draws_ties() -> None:
+    pool = _pool(Routing.TOKENS)
+    for k, tokens in enumerate([300, 100, 100, 200]):
+        pool.hold(k, tokens)
+    pool.hold(1, 0)  # replica 1: same tokens as 2, one more call
+    assert {pool.route() for _ in range(20)} == {2}
+    pool.release(1, 0)
+    assert {pool.route() for _ in range(50)} == {1, 2}  # a seeded draw among the tied
+    least = _pool(Routing.LEAST_REQUESTS)
+    least.hold(0, 1)
+    least.hold(1, 10_000)
+    least.hold(1, 0)
+    assert {least.route() for _ in range(50)} == {2, 3}
+    rr = _pool(Routing.ROUND_ROBIN, 3)
+    assert [rr.route() for _ in range(5)] == [0, 1, 2, 0, 1]
+
+
+def test_scaling_down_removes_starting_replicas_first_and_counts_accelerator_time() -> None:
+    kernel = Kernel()
+    pool = ReplicaPool("p", StageConfig(2, accelerators_per_replica=4, startup_s=10.0), kernel,
+                       random.Random(0), lambda _: None, lambda _: False)
+    pool.set_replicas(3, 1.0)
+    assert pool.target == 3 and pool.ready == [0, 1]
+    pool.set_replicas(2, 2.0)  # the one starting goes at once
+    assert pool.held == 2 and pool.gone_s[2] == 2.0
+    pool.hold(0, 500)
+    pool.set_replicas(1, 3.0)  # the idle ready one (fewest tokens) goes
+    assert pool.ready == [0] and pool.gone_s[1] == 3.0
+    kernel.run()
+    assert pool.accelerator_seconds(5.0) == pytest.approx(4 * (5.0 + 3.0 + 1.0))
+    with pytest.raises(ValueError, match=">= 0"):
+        pool.set_replicas(-1, 0.0)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_profiles_reproduce_figure_5_and_the_batching_shapes(name: str) -> None:
+    spec = MODELS[name]
+    assert encode_share(spec) == pytest.approx(FIG5_SHARE[name], abs=0.005)
+    knob = "encoder_mfu" if name.startswith("llama") else "prefill_mfu"
+    assert getattr(calibrate(spec, FIG5_SHARE[name], knob).efficiency, knob) == pytest.approx(
+        getattr(spec.efficiency, knob), abs=0.002)
+    checks = shape_checks(name)
+    assert 7.0 < checks["encoder_batch8_vs_1"] <= 8.0  # Fig. 6c/8: linear, no batching gain
+    assert 1.0 < checks["decode_batch64_vs_1"] < 2.0  # Fig. 8: decode batches almost for free
+    serial = spec.efficiency.encoder_tp_serial  # §3.1: a 6B encoder 1.3x faster at TP-8
+    assert tp_scale(8, serial) / tp_scale(4, serial) == pytest.approx(1 / 1.3, abs=0.002)
+    assert checks["encoder_tp8_vs_tp4"] == pytest.approx(1 / 1.3, abs=0.03)  # + step overhead
+    disaggregated, monolith = modserve_profiles(name)
+    assert disaggregated.encoder.latency_ms(1) > monolith.encoder.latency_ms(1)  # TP-1 vs TP-4
+    assert disaggregated.llm.prefill_ms == monolith.llm.prefill_ms  # both TP-4
+
+
+def test_cross_attention_prefill_batches_better_than_decoder_only() -> None:
+    # Fig. 8 / Insight 4: short text-only prefills of a cross-attention model gain from batching
+    assert shape_checks("llama3.2-11b")["prefill_batch8_vs_1"] < 6.0
+    assert shape_checks("internvl2.5-26b")["prefill_batch8_vs_1"] > 7.5
+    assert LLAMA32_11B.tokens_per_image == 1601 and INTERNVL25_26B.tokens_per_image == 256
+    assert encoder_ms(LLAMA32_11B, 2, 1) == pytest.approx(
+        2 * encoder_ms(LLAMA32_11B, 1, 1) - LLAMA32_11B.efficiency.step_overhead_ms)
+    assert prefill_ms(INTERNVL25_26B, 2000, 4) > 3 * prefill_ms(LLAMA32_11B, 2000, 4)
+
+
+def test_max_load_bisects_to_the_threshold() -> None:
+    assert max_load(lambda r: r <= 123.0, 100.0, 200.0, steps=12) == pytest.approx(123.0, rel=0.01)
+    assert max_load(lambda r: False, 0.0, 50.0) == 0.0
+
+
+def _setup() -> Setup:
+    return make_setup("llama3.2-11b", 10.0)
+
+
+def test_setup_slo_is_the_factor_times_the_isolated_one_image_ttft() -> None:
+    setup = _setup()
+    assert setup.ttft_slo_ms == pytest.approx(10.0 * setup.isolated_ttft_ms)
+    # isolated one-image TTFT on the monolith: its vision tower, then the (text) prefill
+    assert setup.isolated_ttft_ms == pytest.approx(
+        setup.monolith.encoder.latency_ms(1) + setup.monolith.llm.prefill_time_ms(100))
+    assert setup.accelerators == {"monolith": 128, "disaggregated": 128}
+
+
+def test_sized_split_keeps_the_accelerators_and_follows_the_heavier_stage() -> None:
+    setup, trace = _setup(), base_trace(2000, 0.5, 1)
+    text, image = sized_split(setup, trace)
+    assert 4 * text + image == 128
+    heavier = sized_split(setup, replace(trace, num_images=trace.num_images * 2))
+    assert heavier[1] > image  # twice the images: more image instances
+
+
+def test_at_rate_scales_time_only_and_a_light_load_meets_the_slo() -> None:
+    trace = base_trace(1500, 0.5, 2)
+    fast = at_rate(trace, 50.0)
+    assert np.allclose(fast.arrival_s * 50.0, trace.arrival_s)
+    assert np.array_equal(fast.num_images, trace.num_images)
+    setup = _setup()
+    light = run_point(setup, "modserve", trace, 20.0)
+    assert light.served == light.requests and light.ttft_p99_ms <= setup.ttft_slo_ms
+    heavy = run_point(setup, "monolith", trace, 5000.0)
+    assert heavy.ttft_p99_ms > setup.ttft_slo_ms
+
+
+def test_percentile_is_an_observed_value_and_keeps_infinity() -> None:
+    values = np.array([1.0, 2.0, 3.0, np.inf])
+    assert percentile(values, 50) == 2.0
+    assert percentile(values, 99) == np.inf
+    assert np.isnan(percentile(np.array([]), 50))

@@ -7,7 +7,9 @@ What every manifest has, whatever the overrides say: Ray token authentication
 in every container), the API keys from a Kubernetes Secret (`api_keys.env`, read by the ingress),
 the cluster-wide Serve environment (`deployments.config.CLUSTER_ENV`), an image with a registry
 and a pull policy, a 0-CPU head (no replica runs there), the Ray client port (10001) not exposed,
-an upgrade strategy and an initializing timeout.
+an upgrade strategy and an initializing timeout, and KubeRay's in-tree autoscaler (a sidecar in
+the head pod: a worker pod for every replica Serve cannot place, idle pods removed; worker groups
+bounded by min/max; docs/autoscaling.md).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from deployments.config import CLUSTER_ENV, StrictConfig
 
@@ -42,13 +44,38 @@ class PodSize(StrictConfig):
 
 class WorkerGroup(StrictConfig):
     group: str
-    replicas: int = Field(ge=0)
-    min_replicas: int = Field(ge=0)
-    max_replicas: int = Field(ge=1)
+    replicas: int = Field(ge=0, description="pods at creation; the autoscaler moves it after")
+    min_replicas: int = Field(ge=0, description="pods the autoscaler never goes below")
+    max_replicas: int = Field(ge=1, description="pods the autoscaler never goes above")
+    idle_timeout_s: int | None = Field(
+        default=None, ge=0,
+        description="this group's idle timeout (autoscaler v2); default: the autoscaler's")
     size: PodSize
     gpus: int = Field(default=0, ge=0, description="nvidia.com/gpu per worker pod")
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> WorkerGroup:
+        if not self.min_replicas <= self.replicas <= self.max_replicas:
+            raise ValueError(f"worker group {self.group}: need min_replicas <= replicas <= "
+                             f"max_replicas, got {self.min_replicas}, {self.replicas}, "
+                             f"{self.max_replicas}")
+        return self
+
+
+class Autoscaler(StrictConfig):
+    """KubeRay's in-tree Ray autoscaler (`autoscalerOptions`): it adds worker pods for replicas
+    that fit nowhere (pending actors) and removes pods idle for `idle_timeout_s`."""
+
+    version: Literal["v1", "v2"] = Field(
+        description="v2: Ray >= 2.47's default, stated; per-group idle timeouts need it")
+    upscaling_mode: Literal["Default", "Aggressive", "Conservative"] = Field(
+        description="Default: a pod for every pending replica at once; Conservative: pending "
+                    "pods at most the cluster's size")
+    idle_timeout_s: int = Field(ge=0, description="a worker pod using no Ray resources goes "
+                                                  "after this long (down to min_replicas)")
+    size: PodSize = Field(description="the autoscaler sidecar's container (requests = limits)")
 
 
 class Variant(StrictConfig):
@@ -73,6 +100,7 @@ class Overrides(StrictConfig):
     initializing_timeout: str = Field(description="Go duration, e.g. 30m")
     exclude_head_from_serve_service: bool = True
     api_keys: ApiKeysSecret
+    autoscaler: Autoscaler
     variants: dict[str, Variant]
 
 
@@ -108,8 +136,19 @@ def _worker_group(o: Overrides, v: Variant) -> dict[str, Any]:
         pod["nodeSelector"] = dict(w.node_selector)
     if w.tolerations:
         pod["tolerations"] = list(w.tolerations)
-    return {"groupName": w.group, "replicas": w.replicas, "minReplicas": w.min_replicas,
-            "maxReplicas": w.max_replicas, "rayStartParams": {}, "template": {"spec": pod}}
+    group: dict[str, Any] = {"groupName": w.group, "replicas": w.replicas,
+                             "minReplicas": w.min_replicas, "maxReplicas": w.max_replicas}
+    if w.idle_timeout_s is not None:
+        group["idleTimeoutSeconds"] = w.idle_timeout_s
+    return {**group, "rayStartParams": {}, "template": {"spec": pod}}
+
+
+def autoscaler_options(a: Autoscaler) -> dict[str, Any]:
+    """`autoscalerOptions`: the sidecar runs the head's image (KubeRay's default), with the same
+    container hardening as the Ray containers."""
+    return {"version": a.version, "upscalingMode": a.upscaling_mode,
+            "idleTimeoutSeconds": a.idle_timeout_s, "resources": _resources(a.size),
+            "securityContext": copy.deepcopy(CONTAINER_SECURITY)}
 
 
 def manifest(o: Overrides, v: Variant, serve_config_text: str) -> dict[str, Any]:
@@ -126,7 +165,8 @@ def manifest(o: Overrides, v: Variant, serve_config_text: str) -> dict[str, Any]
             "rayClusterConfig": {
                 "rayVersion": o.ray_version,
                 "authOptions": {"mode": "token"},
-                "enableInTreeAutoscaling": False,
+                "enableInTreeAutoscaling": True,
+                "autoscalerOptions": autoscaler_options(o.autoscaler),
                 "headGroupSpec": {
                     "rayStartParams": {"dashboard-host": "0.0.0.0", "num-cpus": "0"},
                     "template": {"spec": {"containers": [head]}}},

@@ -1,6 +1,7 @@
 """The KubeRay manifests: generated from serve_config.yaml + deploy/overrides.yaml (no drift),
 valid against KubeRay v1.7.0's RayService CRD (vendored in ../shared/data/kuberay), and with what
-a cluster operator asks of them (auth, secrets, image, ports, upgrades, a GPU variant)."""
+a cluster operator asks of them (auth, secrets, image, ports, upgrades, a GPU variant, KubeRay's
+in-tree autoscaler with bounded worker groups)."""
 
 from __future__ import annotations
 
@@ -125,6 +126,63 @@ def test_the_crd_check_rejects_what_kubectl_would(crd_validator: Any) -> None:
     bad = copy.deepcopy(service)
     bad["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["replicas"] = "2"
     assert any("replicas" in e for e in _errors(crd_validator, bad))
+
+
+@needs_shared
+@pytest.mark.parametrize("variant", ["cpu", "gpu"])
+def test_the_crd_checks_the_autoscaler_fields(crd_validator: Any, variant: str) -> None:
+    """The autoscaler settings are fields the CRD knows and types (not preserved unknowns): the
+    committed ones pass, and a typo, a wrong type or a value outside an enum each fail."""
+    service = _load(variant)
+    cluster = service["spec"]["rayClusterConfig"]
+    assert _errors(crd_validator, service) == []
+    cases = [(("autoscalerOptions", "upscalingMode"), "Fast", "upscalingMode"),
+             (("autoscalerOptions", "version"), "v3", "version"),
+             (("autoscalerOptions", "idleTimeoutSeconds"), "60", "idleTimeoutSeconds"),
+             (("autoscalerOptions", "idleTimeout"), 60, "'idleTimeout' was unexpected"),
+             (("enableInTreeAutoscaling",), "true", "enableInTreeAutoscaling"),
+             (("workerGroupSpecs", 0, "minReplicas"), "2", "minReplicas"),
+             (("workerGroupSpecs", 0, "maxReplicas"), 8.5, "maxReplicas"),
+             (("workerGroupSpecs", 0, "idleTimeoutSeconds"), "1m", "idleTimeoutSeconds")]
+    for path, value, message in cases:
+        bad = copy.deepcopy(cluster)
+        node: Any = bad
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        doc = {**service, "spec": {**service["spec"], "rayClusterConfig": bad}}
+        assert any(message in e for e in _errors(crd_validator, doc)), (path, value)
+
+
+@pytest.mark.parametrize("variant", ["cpu", "gpu"])
+def test_autoscaler_is_on_with_bounded_worker_groups(variant: str) -> None:
+    """Serve's scale-ups get pods and idle pods go: the in-tree autoscaler is on, with an idle
+    timeout and a sidecar of a fixed size, and every worker group can grow (min <= replicas <=
+    max, max > min)."""
+    cluster = _load(variant)["spec"]["rayClusterConfig"]
+    assert cluster["enableInTreeAutoscaling"] is True
+    options = cluster["autoscalerOptions"]
+    assert options["version"] == "v2"  # per-group idleTimeoutSeconds is read by v2 only
+    assert options["upscalingMode"] in ("Default", "Aggressive", "Conservative")
+    assert isinstance(options["idleTimeoutSeconds"], int) and options["idleTimeoutSeconds"] > 0
+    assert options["resources"]["requests"] == options["resources"]["limits"]
+    assert options["securityContext"]["runAsNonRoot"]
+    for group in cluster["workerGroupSpecs"]:
+        assert 0 <= group["minReplicas"] <= group["replicas"] <= group["maxReplicas"], group
+        assert group["maxReplicas"] > group["minReplicas"], group["groupName"]
+        assert group.get("idleTimeoutSeconds", options["idleTimeoutSeconds"]) > 0
+
+
+def test_worker_group_bounds_are_checked_before_writing() -> None:
+    from pydantic import ValidationError
+
+    from app.cli.kuberay import WorkerGroup
+
+    size = {"cpu": "4", "memory": "8Gi"}
+    WorkerGroup(group="w", replicas=2, min_replicas=1, max_replicas=3, size=size)
+    for lo, n, hi in ((3, 2, 4), (1, 5, 4)):
+        with pytest.raises(ValidationError, match="min_replicas <= replicas <= max_replicas"):
+            WorkerGroup(group="w", replicas=n, min_replicas=lo, max_replicas=hi, size=size)
 
 
 # ---- what an operator asks of it ---------------------------------------------------------------

@@ -23,6 +23,7 @@ from ray.serve import Application
 from ray.serve.config import BackpressureConfig
 from ray.serve.deployment import Deployment
 
+from app.autoscaling import classifier_options, needs_stage_profile
 from app.config import AppConfig, ClassifierConfig, HttpConfig, PathsConfig
 from app.controller.controller import Controller
 from deployments.classifier.deployment import Classifier
@@ -147,7 +148,8 @@ def bind_graph(cfg: AppConfig, catalog: Catalog,
     ).bind(data, {n: dict(f.plans) for n, f in families.items()})
     classifiers = {
         c.name: _deployment(Classifier).options(
-            name=classifier_deployment_name(c.name), num_replicas=c.num_replicas,
+            name=classifier_deployment_name(c.name),
+            **classifier_options(c, families[c.name].profiles),
             ray_actor_options=with_env(c.ray_actor_options, env),
             max_ongoing_requests=max(2 * c.max_queued_items, 64),
             health_check_period_s=c.health_check_period_s,
@@ -172,7 +174,8 @@ def bind_graph(cfg: AppConfig, catalog: Catalog,
         from app.chat_graph import bind_chat, model_files
 
         chat = bind_chat(cfg.generation, model_files(cfg.generation, cfg.paths.models_dir),
-                         lambda options: with_env(options, env))
+                         lambda options: with_env(options, env), cfg.paths.profiles_dir,
+                         REPO_ROOT)
         probes.update(chat.probes())
     return _deployment(Ingress).options(**ingress_options(cfg.http, env)).bind(
         catalog, data["http"], data["request_path"], routes, probes, controller,
@@ -225,6 +228,12 @@ def prepare(config_path: Path, app_name: str | None = None) -> AppConfig:
         from deployments.models.vlm.cache import ensure_vlm
 
         log.info("the VLM: %s", ensure_vlm(Path(cfg.paths.models_dir)))  # trains on first use
+    if cfg.generation is not None and needs_stage_profile(cfg.generation):
+        from profiling.stages import ensure_stage_profiles, settings_from_serve_config
+
+        log.info("stage profile (autoscaling capacities): %s", ensure_stage_profiles(
+            settings_from_serve_config(Path(config_path)), Path(cfg.paths.models_dir),
+            Path(cfg.paths.profiles_dir)))
     return cfg
 
 

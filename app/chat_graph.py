@@ -62,29 +62,58 @@ def _deployment(cls: Any) -> Deployment:
     return cast(Deployment, cls)
 
 
-def bind_chat(g: GenerationConfig, files: ModelFiles,
-              actor_options: Any) -> ChatGraph:
-    """`actor_options(options) -> options`: the builder's env merging for every replica."""
+def _rate_window(stage: Any) -> dict[str, float]:
+    """The replicas' arrival-rate window (what they report to the autoscaler over)."""
+    a = stage.autoscaling
+    return {} if a is None else {"rate_window_s": a.rate_window_s}
+
+
+def chat_scaling(g: GenerationConfig, files: ModelFiles, profiles_dir: Path | None,
+                 root: Path) -> dict[str, dict[str, Any]]:
+    """The stages' replica options: fixed `num_replicas`, or Serve autoscaling with capacities
+    from the config or the stage profile and initial sizes from history (app/autoscaling.py)."""
+    from app import autoscaling as a
+
+    if g.encoder.autoscaling is None and g.llm.autoscaling is None:
+        return a.stage_options(g, {}, {})
+    profiles = (a.load_stage_profiles(profiles_dir, g.model)
+                if a.needs_stage_profile(g) and profiles_dir is not None else None)
+    capacities = a.stage_capacities(g, profiles)
+    initials = a.stage_initials(g, capacities, a.load_history(g.history, root),
+                                files.tokens_per_image())
+    log.info("autoscaled stages: capacity/replica %s, initial %s",
+             {k: round(v, 1) for k, v in capacities.items()}, initials)
+    return a.stage_options(g, capacities, initials)
+
+
+def bind_chat(g: GenerationConfig, files: ModelFiles, actor_options: Any,
+              profiles_dir: Path | None = None, root: Path | None = None) -> ChatGraph:
+    """`actor_options(options) -> options`: the builder's env merging for every replica;
+    `profiles_dir`: where the stage profile is (autoscaling capacities); `root`: what a
+    relative `history` path is relative to (default: the working directory)."""
     engine_settings = {**g.engine_settings, "max_model_len": context_len(g, files)}
+    scaling = chat_scaling(g, files, profiles_dir, root or Path.cwd())
     llm = _deployment(LLMBackend).options(
-        num_replicas=g.llm.num_replicas, max_ongoing_requests=g.llm.max_ongoing_requests,
+        **scaling["llm"], max_ongoing_requests=g.llm.max_ongoing_requests,
         request_router_config=token_router_config(
             "prompt_tokens" if g.routing == "token" else "pow2"),
         ray_actor_options=actor_options(g.llm.ray_actor_options),
         logging_config={"enable_access_log": False},
     ).bind(files, {"engine": g.engine, "engine_settings": engine_settings,
-                   "monolith": g.mode == "monolith", "priority": g.priority})
+                   "monolith": g.mode == "monolith", "priority": g.priority,
+                   **_rate_window(g.llm)})
     encoder = None
     if g.mode == "disaggregated":
         e = g.encoder
         encoder = _deployment(ImageEncoder).options(
-            num_replicas=e.num_replicas, max_ongoing_requests=e.max_ongoing_requests,
+            **scaling["encoder"], max_ongoing_requests=e.max_ongoing_requests,
             request_router_config=token_router_config(
                 "image_tokens" if g.routing == "token" else "pow2"),
             ray_actor_options=actor_options(e.ray_actor_options),
             logging_config={"enable_access_log": False},
         ).bind(files, {"max_batch_images": e.max_batch_images,
-                       "max_queued_images": e.max_queued_images, "priority": g.priority})
+                       "max_queued_images": e.max_queued_images, "priority": g.priority,
+                       **_rate_window(e)})
     small = ModelFiles(files.name, files.sha256,
                        {n: b for n, b in files.files.items() if n in INGRESS_FILES})
     log.info("chat model %s (%s, %s engine, %.1f MB of files)", g.model, g.mode, g.engine,

@@ -11,25 +11,27 @@ protects TTFT, which waits on the prefill work queued ahead, and `max_tokens` is
 expectation (our digit answers are 1-5 tokens under caps of hundreds), so counting it would
 rank a long cap above a prompt of eight images.
 
-A router picks the replica with the fewest pending tokens; ties go to fewer in-flight requests,
-then to a seeded random draw (`rank_replicas`).
+Pending work, not pending calls: a replica counts a call's tokens until the work the router
+balances is done (`TokenHold`): an encoder call until its images are encoded (the call's end),
+an LLM call until its first token, i.e. until its prefill is done; the call then stays in
+flight (it still counts as one request for the tie-break) while it decodes. Counting a prompt
+until its last token would make the count mostly measure the sequences decoding, which barely
+slow a prefill, and hide the prefill queued ahead (docs/sim_generation.md).
 
-Reconciliation (`TokenLedger`): a router knows exactly what it sent and what has finished; a
-replica's own count (every request from every router) arrives only every few seconds. When a
-report R arrives, the router snapshots its own confirmed in-flight count L0 for that replica and
-keeps E = max(0, R - L0) as the other routers' load. Its estimate is then
-    local now + E          (until the next report, or E dropped once the report is too old).
-So the estimate never falls below what this router knows it sent, equals max(local, R) at the
-moment of a report, grows with R, and a completion frees its tokens at once (they were in L0,
-so they never inflate E). Requests chosen but not yet accepted by a replica count as tentative
-(they stop a burst, e.g. the images of one request, all landing on one replica before the first
-acceptance comes back) and expire after `tentative_ttl_s` if never confirmed.
+A router picks the replica with the fewest pending tokens; ties go to fewer in-flight requests,
+then to the replica this router gave work least recently (`TieOrder`: tied replicas are taken
+in rotating, round-robin order, never-chosen ones first in a seeded order), so equally loaded
+replicas share the work as round robin would instead of by chance.
+
+Several routers: each reconciles its own count with the replicas' reports (`TokenLedger`,
+policies/token_ledger.py).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Hashable, Iterable, Mapping
+import zlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -114,18 +116,45 @@ class ReplicaLoad:
                            max(0, self.inflight_requests - other.inflight_requests))
 
 
-def rank_replicas(loads: Mapping[str, ReplicaLoad], rng: random.Random) -> list[str]:
-    """Replica ids, best first: fewest pending tokens, then fewest in-flight requests, then a
-    draw from `rng` (the same seed and loads give the same order)."""
-    ids = sorted(loads)
-    rng.shuffle(ids)
-    return sorted(ids, key=lambda i: loads[i])  # stable: the shuffle breaks exact ties
+class TieOrder:
+    """The order among replicas tied on load: the one this router gave work least recently
+    first; replicas never given work first of all, in an order drawn from `seed` (two routers
+    with different seeds do not send their first calls to the same replica). With every replica
+    tied, successive choices cycle through them as round robin does."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._salt = random.Random(seed).getrandbits(32)
+        self._last: dict[str, int] = {}  # replica -> serial of the last choice of it
+        self._serial = 0
+
+    def key(self, replica_id: str) -> tuple[int, int]:
+        """Smaller goes first: (serial of its last choice, -1 if never), then the seeded order."""
+        return (self._last.get(replica_id, -1),
+                zlib.crc32(f"{self._salt}:{replica_id}".encode()))
+
+    def chose(self, replica_id: str) -> None:
+        self._serial += 1
+        self._last[replica_id] = self._serial
+
+    def keep_only(self, replica_ids: Iterable[str]) -> None:
+        """Forget replicas not in `replica_ids` (gone)."""
+        keep = set(replica_ids)
+        self._last = {r: s for r, s in self._last.items() if r in keep}
 
 
-def choose_replica(loads: Mapping[str, ReplicaLoad], rng: random.Random) -> str:
+def rank_replicas(loads: Mapping[str, ReplicaLoad], ties: TieOrder) -> list[str]:
+    """Replica ids, best first: fewest pending tokens, then fewest in-flight requests, then
+    `ties`' rotating order (the same choices and loads give the same order)."""
+    return sorted(loads, key=lambda i: (loads[i], ties.key(i)))
+
+
+def choose_replica(loads: Mapping[str, ReplicaLoad], ties: TieOrder) -> str:
+    """The best replica of `loads` (rank_replicas), noted in `ties` as chosen."""
     if not loads:
         raise ValueError("no replica to choose from")
-    return rank_replicas(loads, rng)[0]
+    best = min(loads, key=lambda i: (loads[i], ties.key(i)))
+    ties.chose(best)
+    return best
 
 
 @dataclass(frozen=True)
@@ -165,7 +194,13 @@ class PendingTokens:
         self.tokens += max(0, tokens)
         self.requests += 1
 
+    def settle(self, tokens: int) -> None:
+        """A call's work for the router is done (an LLM call's prefill): its tokens stop
+        counting, the call stays in flight."""
+        self.tokens = max(0, self.tokens - max(0, tokens))
+
     def remove(self, tokens: int) -> None:
+        """A call ended, still holding `tokens` (0 once settled)."""
         self.tokens = max(0, self.tokens - max(0, tokens))
         self.requests = max(0, self.requests - 1)
 
@@ -174,100 +209,23 @@ class PendingTokens:
         return ReplicaReport(self.tokens, self.requests, self._seq)
 
 
-@dataclass(frozen=True)
-class LedgerSettings:
-    tentative_ttl_s: float = 5.0  # a choice never confirmed stops counting after this
-    report_max_age_s: float = 30.0  # other routers' share from an older report is dropped
+class TokenHold:
+    """One call's hold on a replica's `PendingTokens`: its tokens count from the start until
+    `settle()` (its work for the router is done: an LLM call at its first token) or `end()`,
+    and the call counts as in flight until `end()`. Each step takes effect once."""
 
-    def __post_init__(self) -> None:
-        if self.tentative_ttl_s <= 0 or self.report_max_age_s <= 0:
-            raise ValueError("tentative_ttl_s and report_max_age_s must be > 0")
+    def __init__(self, pending: PendingTokens, tokens: int) -> None:
+        self.pending = pending
+        self.tokens = max(0, tokens)
+        self.settled = self.ended = False
+        pending.add(self.tokens)
 
+    def settle(self) -> None:
+        if not self.settled and not self.ended:
+            self.settled = True
+            self.pending.settle(self.tokens)
 
-@dataclass(frozen=True)
-class _Entry:
-    replica_id: str
-    tokens: int
-    confirmed: bool
-    since_s: float
-
-
-@dataclass(frozen=True)
-class _Others:
-    load: ReplicaLoad  # E = max(0, R - L0)
-    seq: int
-    at_s: float
-
-
-class TokenLedger:
-    """One router's view of its replicas' pending tokens (see the module docstring)."""
-
-    def __init__(self, settings: LedgerSettings | None = None) -> None:
-        self.settings = settings or LedgerSettings()
-        self._entries: dict[Hashable, _Entry] = {}
-        self._others: dict[str, _Others] = {}
-
-    def reserve(self, key: Hashable, replica_id: str, tokens: int, now_s: float) -> None:
-        """A tentative choice (replaces `key`'s earlier one): counts until confirmed."""
-        self._expire(now_s)
-        self._entries[key] = _Entry(replica_id, max(0, tokens), False, now_s)
-
-    def confirm(self, key: Hashable, replica_id: str, tokens: int, now_s: float,
-                tentative_key: Hashable | None = None) -> None:
-        """The replica accepted the request: it counts until `release(key)`."""
-        if tentative_key is not None:
-            entry = self._entries.get(tentative_key)
-            if entry is not None and not entry.confirmed:
-                del self._entries[tentative_key]
-        self._entries[key] = _Entry(replica_id, max(0, tokens), True, now_s)
-
-    def release(self, key: Hashable) -> bool:
-        """The request finished (any outcome); False when `key` was not counted."""
-        return self._entries.pop(key, None) is not None
-
-    def report(self, replica_id: str, report: ReplicaReport, now_s: float) -> bool:
-        """Take a replica's report; False (ignored) when its seq was seen already."""
-        seen = self._others.get(replica_id)
-        if seen is not None and seen.seq == report.seq:
-            return False
-        mine = self.local(replica_id, now_s, confirmed_only=True)
-        theirs = ReplicaLoad(report.pending_tokens, report.inflight_requests)
-        self._others[replica_id] = _Others(theirs.excess_over(mine), report.seq, now_s)
-        return True
-
-    def keep_only(self, replica_ids: Iterable[str]) -> None:
-        """Forget replicas not in `replica_ids` (gone, dead) and what was counted on them."""
-        keep = set(replica_ids)
-        self._others = {r: o for r, o in self._others.items() if r in keep}
-        self._entries = {k: e for k, e in self._entries.items() if e.replica_id in keep}
-
-    def local(self, replica_id: str, now_s: float, confirmed_only: bool = False) -> ReplicaLoad:
-        tokens = requests = 0
-        for e in self._entries.values():
-            if e.replica_id == replica_id and (e.confirmed or (
-                    not confirmed_only and now_s - e.since_s <= self.settings.tentative_ttl_s)):
-                tokens += e.tokens
-                requests += 1
-        return ReplicaLoad(tokens, requests)
-
-    def others(self, replica_id: str, now_s: float) -> ReplicaLoad:
-        o = self._others.get(replica_id)
-        if o is None or now_s - o.at_s > self.settings.report_max_age_s:
-            return ReplicaLoad()
-        return o.load
-
-    def load(self, replica_id: str, now_s: float) -> ReplicaLoad:
-        return self.local(replica_id, now_s).plus(self.others(replica_id, now_s))
-
-    def loads(self, replica_ids: Iterable[str], now_s: float) -> dict[str, ReplicaLoad]:
-        return {r: self.load(r, now_s) for r in replica_ids}
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def _expire(self, now_s: float) -> None:
-        ttl = self.settings.tentative_ttl_s
-        stale = [k for k, e in self._entries.items()
-                 if not e.confirmed and now_s - e.since_s > ttl]
-        for k in stale:
-            del self._entries[k]
+    def end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self.pending.remove(0 if self.settled else self.tokens)

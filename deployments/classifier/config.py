@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from deployments.autoscaling.config import ClassifierAutoscaling
 from deployments.config import Device, Percentile, StrictConfig
 from policies.schedulers.params import SchedulerParams, make_params
 from policies.schedulers.registry import plan_free_names, servable_names
@@ -72,6 +73,9 @@ class ClassifierConfig(StrictConfig):
     tasks: list[str] | None = Field(default=None,
                                     description="tasks to serve (default: all of the family)")
     plan: PlanConfig = Field(default_factory=PlanConfig, description="plan computation knobs")
+    autoscaling: ClassifierAutoscaling | None = Field(
+        None, description="items/s autoscaling (docs/autoscaling.md); none: num_replicas fixed. "
+                          "Plans are still solved for num_replicas workers")
 
     @model_validator(mode="before")
     @classmethod

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from ray import serve
 
+from deployments.autoscaling.decisions import ITEMS
 from deployments.classifier.config import ClassifierConfig
 from deployments.classifier.loop import LoopSettings, ReplicaLoop
 from deployments.classifier.policy_setup import (
@@ -225,8 +226,11 @@ class Classifier:
                 "fallbacks": self.fallbacks()}
 
     def record_autoscaling_stats(self) -> dict[str, float]:
-        """Custom autoscaling metrics (Serve calls this when a custom policy is configured)."""
-        return {"queue_len": float(len(self.loop.queue)), "load_qps": self.loop.load_qps()}
+        """Custom autoscaling metrics (Serve calls this when the deployment autoscales): items/s
+        arriving at this replica (`items_per_s`, what the policy sums: deployments/autoscaling/)
+        over the loop's arrival window, and the queue."""
+        rate = self.loop.load_qps()
+        return {ITEMS: rate, "queue_len": float(len(self.loop.queue)), "load_qps": rate}
 
     async def __del__(self) -> None:
         self._reporter.cancel()

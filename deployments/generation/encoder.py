@@ -16,12 +16,15 @@ import ray
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 
+from deployments.autoscaling.decisions import IMAGE_TOKENS, SLO_ATTAINMENT
+from deployments.autoscaling.reporting import ArrivalRates
 from deployments.generation.encoder_loop import EncoderLoop, QueueFull
 from deployments.generation.model_files import ModelFiles, materialize
 from deployments.generation.routers import ReportsPendingTokens
 from deployments.generation.vision import VisionEncoder, open_image
 from deployments.generation.wire import EncodedImage, ImageCall
 from deployments.models.base import InputError, UnsupportedMediaType
+from policies.autoscaling.meter import ShareSinceLast
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +38,7 @@ class EncoderSettings(BaseModel):
     priority: Literal["deadline", "fifo"] = "deadline"
     # how long an answer's embeddings stay held here after its TTFT deadline (see HeldRefs)
     hold_after_deadline_s: float = Field(30.0, gt=0)
+    rate_window_s: float = Field(5.0, gt=0)  # the autoscaler's arrival-rate window
 
 
 @serve.deployment(max_ongoing_requests=512)
@@ -49,11 +53,15 @@ class ImageEncoder(ReportsPendingTokens):
         self.loop = EncoderLoop(self.vision.encode, self.settings.max_batch_images,
                                 self.settings.max_queued_images)
         self.held = HeldRefs()
+        self.tokens_per_image = model.tokens_per_image()
+        self.arrivals = ArrivalRates((IMAGE_TOKENS,), self.settings.rate_window_s)
+        self.attainment = ShareSinceLast()
         self.loop.warm(Image.new("RGB", (64, 64)))
         log.info("image encoder ready (%s), batch times %s", model.sha256[:12],
                  {n: round(s * 1000, 2) for n, s in self.loop.times.seconds.items()})
 
     async def encode(self, call: ImageCall) -> EncodedImage:
+        self.arrivals.add(IMAGE_TOKENS, len(call.data) * self.tokens_per_image)
         with self.holding_tokens(call):  # the image token router's count (routers.py)
             return await self._encode(call)
 
@@ -87,6 +95,15 @@ class ImageEncoder(ReportsPendingTokens):
 
     def ping(self) -> str:
         return "pong"
+
+    def record_autoscaling_stats(self) -> dict[str, float]:
+        """Serve's autoscaler (deployments/autoscaling/): image tokens/s arriving here, and the
+        share of images encoded within their deadline since the last report (when any ran)."""
+        out = self.arrivals.rates()
+        share = self.attainment.take(self.loop.encoded, self.loop.expired)
+        if share is not None:
+            out[SLO_ATTAINMENT] = share
+        return out
 
     def stats(self) -> dict[str, Any]:
         return {"pending": self.loop.pending, "encoded": self.loop.encoded,

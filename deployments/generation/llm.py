@@ -6,6 +6,8 @@ pulled here only now (the ingress chose this replica once all of them were ready
 (`monolith=True`): the images arrive as bytes and the engine runs the vision tower itself, as
 plain vLLM does. Requests run in TTFT-deadline order (engine priority); a request whose TTFT
 deadline is already lost when it gets here is answered `deadline_exceeded` at once.
+A call's prompt tokens count toward the replica's pending tokens (the prompt router's count)
+until its first chunk, when its prefill is done (policies.token_routing).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 
+from deployments.autoscaling.decisions import IMAGE_TOKENS, TEXT_TOKENS
+from deployments.autoscaling.reporting import ArrivalRates
 from deployments.engines import (
     ENGINE_KINDS,
     EngineError,
@@ -44,6 +48,7 @@ class LLMSettings(BaseModel):
     priority: Literal["deadline", "fifo"] = "deadline"
     min_prefill_ms: float = Field(5.0, ge=0)  # below this left before the deadline: lost
     torch_threads: int = Field(1, ge=1)
+    rate_window_s: float = Field(5.0, gt=0)  # the autoscaler's arrival-rate window
 
     def model_post_init(self, _: Any) -> None:
         if self.engine not in ENGINE_KINDS:
@@ -62,6 +67,8 @@ class LLMBackend(ReportsPendingTokens):
         await self.engine.start()
         self.epoch_s = time.time()
         self.in_flight = 0
+        self.tokens_per_image = model.tokens_per_image()
+        self.arrivals = ArrivalRates((TEXT_TOKENS, IMAGE_TOKENS), self.settings.rate_window_s)
         log.info("LLM stage ready: %s engine, %s", self.settings.engine,
                  "monolith" if self.settings.monolith else "disaggregated")
 
@@ -82,9 +89,11 @@ class LLMBackend(ReportsPendingTokens):
         """`images`: per image, bytes (monolith); or per encoder group, a 1-tuple of an
         ObjectRef of its embeddings [images, tokens, hidden] (disaggregated), in prompt order."""
         self.in_flight += 1
+        self._count_arrival(call)
         try:
-            with self.holding_tokens(call):  # the prompt token router's count (routers.py)
+            with self.holding_tokens(call) as hold:  # the prompt token router's count (routers.py)
                 async for chunk in self._generate(call, images):
+                    hold.settle()  # the first chunk: prefill done, the call stays in flight
                     yield chunk
         finally:
             self.in_flight -= 1
@@ -116,6 +125,17 @@ class LLMBackend(ReportsPendingTokens):
             yield GenChunk(finished=True, status="invalid_request", message=str(exc))
         except EngineError as exc:
             yield GenChunk(finished=True, status="error", message=str(exc))
+
+    def _count_arrival(self, call: GenerateCall) -> None:
+        """Prompt tokens arriving, split: the policy counts text + image tokens for a
+        decoder-only model, text only for cross-attention (deployments/autoscaling/)."""
+        image = call.num_images * self.tokens_per_image
+        self.arrivals.add(TEXT_TOKENS, max(0, call.prompt_tokens - image))
+        self.arrivals.add(IMAGE_TOKENS, image)
+
+    def record_autoscaling_stats(self) -> dict[str, float]:
+        """Serve's autoscaler: text and image prompt tokens/s arriving here."""
+        return self.arrivals.rates()
 
     def ping(self) -> str:
         return "pong"

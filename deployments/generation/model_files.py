@@ -28,6 +28,12 @@ class ModelFiles:
     def size_bytes(self) -> int:
         return sum(len(b) for b in self.files.values())
 
+    def tokens_per_image(self) -> int:
+        """Image tokens per image (`image_seq_length` of a LLaVA-style config.json; 0: none)."""
+        import json
+
+        return int(json.loads(self.files["config.json"]).get("image_seq_length", 0))
+
 
 def read_model_files(path: str | Path, name: str) -> ModelFiles:
     p = Path(path)

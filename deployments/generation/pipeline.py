@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deployments.generation.wire import EncodedImage, GenChunk, GenerateCall, ImageCall
+from policies.generation.image_split import image_groups
 
 log = logging.getLogger(__name__)
 
@@ -82,12 +83,3 @@ class GenerationPipeline:
                                route_tokens=(stop - start) * self.tokens_per_image))
                  for start, stop in image_groups(len(job.images), self.fan_out)]
         return list(await asyncio.gather(*calls))
-
-
-def image_groups(n: int, fan_out: int) -> list[tuple[int, int]]:
-    """[start, stop) of at most `fan_out` consecutive groups of n images, sizes within one."""
-    groups = max(1, min(n, fan_out))
-    bounds = [round(i * n / groups) for i in range(groups + 1)]
-    return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
-
-

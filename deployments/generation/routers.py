@@ -16,7 +16,8 @@ same number, so the router's and the replica's counts agree. A call without it c
 `default_route_tokens` (0: it still counts as one request for the tie-break).
 
 Life of a call in the router: `choose_replicas` ranks every replica (fewest pending tokens,
-then fewest in-flight requests, then a seeded draw) and returns one replica per rank, so Serve
+then fewest in-flight requests, then the replica this router chose least recently: ties rotate,
+policies.token_routing.TieOrder) and returns one replica per rank, so Serve
 takes the best one that is not full; the best one gets a tentative entry, so calls chosen
 while acceptances are still in flight (a fan-out over a slow link) spread (on one node Serve
 got each acceptance back before the next choice: a 6-call burst spread 2/2/2 with or without
@@ -25,7 +26,20 @@ them). `on_request_routed`
 the result's done callback (success, error or cancellation; moved onto the router's loop), which
 is exact per call; `on_request_completed` would only name (replica, internal_request_id), an id
 all calls made while serving one request share (the images of a request). Replica reports
-arriving with the controller's broadcasts are reconciled as policies.token_routing describes.
+arriving with the controller's broadcasts are reconciled as policies.token_ledger describes.
+
+Prefill work, not streams: an LLM replica counts a call's prompt tokens only until its first
+chunk (`holding_tokens(...).settle()`, deployments/generation/llm.py), so its reports carry the
+prefill work queued there. The router cannot do the same for its own calls: Ray Serve's
+`ReplicaResult` (ray/serve/_private/replica_result.py, both the actor and the gRPC kind) offers
+`add_done_callback` only, which fires when the stream ends; the first chunk goes to the caller
+iterating the response, and nothing hands it to the router. So the router holds its own calls'
+tokens until the stream ends (its own decoding calls count, as before) and reads the other
+routers' prefill work from the reports. The difference is the decode after the first token: a
+few steps for this system's answers (1-5 tokens), so small here; with long answers the router
+would over-count its own decoding calls, and E = max(0, R - L0) under-counts the other routers'
+prefill by this router's decoding calls. The simulator (one router, exact counts) releases at
+the first token, as the replicas do.
 FIFOMixin: the next queued request takes the chosen replica (the choice does not depend on the
 request), and sibling calls sharing an internal request id are never left unmatched.
 """
@@ -35,7 +49,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import random
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -51,11 +64,12 @@ from ray.serve.request_router import (
     RunningReplica,
 )
 
+from policies.token_ledger import LedgerSettings, TokenLedger
 from policies.token_routing import (
-    LedgerSettings,
     PendingTokens,
     ReplicaReport,
-    TokenLedger,
+    TieOrder,
+    TokenHold,
     rank_replicas,
 )
 
@@ -84,7 +98,7 @@ class TokenRouter(FIFOMixin, RequestRouter):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._ledger = TokenLedger()
-        self._rng = random.Random()
+        self._ties = TieOrder()
         self._serial = itertools.count()
         self._default_tokens = 0
         self._unpriced = 0
@@ -96,7 +110,7 @@ class TokenRouter(FIFOMixin, RequestRouter):
         if unknown:
             raise ValueError(f"unknown {type(self).__name__} kwargs {unknown}; "
                              f"valid: {list(ROUTER_KWARGS)}")
-        self._rng = random.Random(kwargs.get("seed"))
+        self._ties = TieOrder(kwargs.get("seed"))
         self._ledger = TokenLedger(LedgerSettings(
             tentative_ttl_s=float(kwargs.get("tentative_ttl_s", 5.0)),
             report_max_age_s=float(kwargs.get("report_max_age_s", 30.0))))
@@ -115,8 +129,9 @@ class TokenRouter(FIFOMixin, RequestRouter):
         now = time.monotonic()
         self._absorb_reports(candidate_replicas, now)
         by_id = {r.replica_id.unique_id: r for r in candidate_replicas}
-        ranked = rank_replicas(self._ledger.loads(by_id, now), self._rng)
+        ranked = rank_replicas(self._ledger.loads(by_id, now), self._ties)
         if pending_request is not None:
+            self._ties.chose(ranked[0])
             self._ledger.reserve(id(pending_request), ranked[0],
                                  self._tokens(pending_request), now)
         return [[by_id[r]] for r in ranked]
@@ -145,6 +160,7 @@ class TokenRouter(FIFOMixin, RequestRouter):
     def update_replicas(self, replicas: list[RunningReplica]) -> None:
         super().update_replicas(replicas)
         self._ledger.keep_only(r.replica_id.unique_id for r in replicas)
+        self._ties.keep_only(r.replica_id.unique_id for r in replicas)
         self._absorb_reports(replicas, time.monotonic())
 
     def on_replica_actor_died(self, replica_id: ReplicaID) -> None:
@@ -185,8 +201,10 @@ class PromptTokenRouter(TokenRouter):
 
 class ReportsPendingTokens:
     """Mixin for a deployment class behind a TokenRouter: count each call's route tokens while
-    it runs (`with self.holding_tokens(call_or_tokens):`); Serve polls `record_routing_stats`
-    every `request_routing_stats_period_s` and hands the dict to the routers."""
+    it runs (`with self.holding_tokens(call_or_tokens) as hold:`; `hold.settle()` once the work
+    the router balances is done, e.g. an LLM call's prefill, the call staying in flight); Serve
+    polls `record_routing_stats` every `request_routing_stats_period_s` and hands the dict to
+    the routers."""
 
     _pending_tokens: PendingTokens | None = None
 
@@ -197,14 +215,14 @@ class ReportsPendingTokens:
         return self._pending_tokens
 
     @contextmanager
-    def holding_tokens(self, call: Any) -> Iterator[int]:
+    def holding_tokens(self, call: Any) -> Iterator[TokenHold]:
         """`call`: the route tokens (int) or the call object carrying `route_tokens`."""
         tokens = call if isinstance(call, int) else (route_tokens_of([call], {}) or 0)
-        self.pending_tokens.add(tokens)
+        hold = TokenHold(self.pending_tokens, tokens)
         try:
-            yield tokens
+            yield hold
         finally:
-            self.pending_tokens.remove(tokens)
+            hold.end()
 
     async def record_routing_stats(self) -> dict[str, Any]:
         return dict(self.pending_tokens.report().to_stats())

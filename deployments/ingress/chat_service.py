@@ -174,7 +174,7 @@ def chat_service(graph: Any, http: Any) -> ChatService:
     renderer = PromptRenderer(graph.prompt_files)
     pipeline = GenerationPipeline(graph.llm, graph.encoder, renderer.facts.tokens_per_image,
                                   count_image_tokens=g.architecture == "decoder_only",
-                                  fan_out=g.encoder.num_replicas)
+                                  fan_out=g.encoder.fan_out)
     model = ChatModel(g.model, context, g.min_ttft_ms, renderer, pipeline)
     return ChatService(model, g.limits, JsonLimits(http.max_json_depth,
                                                    http.max_json_number_chars))

@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from ray import serve
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from deployments.autoscaling.view import LedgerView, prometheus_text, status_json
 from deployments.config import RequestPathConfig, grpc_message_bytes
 from deployments.handles import await_response, warm_handles, with_transport
 from deployments.ingress.admission import Admission, FamilyCapacity
@@ -89,9 +90,11 @@ def add_error_handlers(app: FastAPI) -> None:
 
 def build_http_app(service: IngressService, controller: Any, metrics: IngressMetrics,
                    health: Callable[[], Awaitable[Any]], keys: ApiKeys | None = None,
-                   chat: ChatService | None = None) -> FastAPI:
+                   chat: ChatService | None = None,
+                   autoscaling: LedgerView | None = None) -> FastAPI:
     """`keys`: API keys checked here too (auth.py; the proxy's front door checks first);
-    `chat`: the VLM's service (/v1/chat/completions), or None."""
+    `chat`: the VLM's service (/v1/chat/completions), or None; `autoscaling`: where the
+    autoscaling decisions are read (deployments/autoscaling/view.py), or None."""
     app = FastAPI(title="adaptserve", docs_url="/docs", openapi_url="/openapi.json")
     http = service.http
     if keys is not None and not keys.open:
@@ -124,7 +127,8 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
 
     @app.get("/v1/status")
     async def status() -> Response:
-        return await guarded("status", metrics, lambda: status_of(controller, service.liveness))
+        return await guarded("status", metrics,
+                             lambda: status_of(controller, service.liveness, autoscaling))
 
     @app.get("/healthz")
     async def healthz() -> Response:
@@ -137,7 +141,8 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
                 ctl = await _control(controller.metrics_text.remote())
             except ApiError as exc:
                 ctl = f"# controller unavailable: {exc.message}\n"
-            return PlainTextResponse(metrics.text() + ctl, media_type=PROMETHEUS_TEXT)
+            scaling = prometheus_text(await autoscaling.snapshot()) if autoscaling else ""
+            return PlainTextResponse(metrics.text() + ctl + scaling, media_type=PROMETHEUS_TEXT)
         return await guarded("metrics", metrics, text)
 
     return app
@@ -162,10 +167,14 @@ async def health_of(service: IngressService, ready: set[str], probes: dict[str, 
             "families": live.to_json()}
 
 
-async def status_of(controller: Any, liveness: FamilyLiveness | None) -> Any:
+async def status_of(controller: Any, liveness: FamilyLiveness | None,
+                    autoscaling: LedgerView | None = None) -> Any:
     """The controller's status, each family's entry marked with what this ingress knows:
-    `healthy`, `live_replicas` and `health` (state, for_s, reason)."""
+    `healthy`, `live_replicas` and `health` (state, for_s, reason); `autoscaling`: the last
+    decision per autoscaled deployment and the recent changes (null: none autoscales)."""
     status = await _control(controller.status.remote())
+    if autoscaling is not None and isinstance(status, dict):
+        status["autoscaling"] = status_json(await autoscaling.snapshot())
     if liveness is None or not isinstance(status, dict):
         return status
     health = liveness.to_json()
@@ -175,6 +184,13 @@ async def status_of(controller: Any, liveness: FamilyLiveness | None) -> Any:
             entry.update(healthy=h["healthy"], live_replicas=h["live_replicas"],
                          health={k: h[k] for k in ("state", "for_s", "reason")})
     return status
+
+
+def _app_name() -> str | None:
+    try:
+        return serve.get_replica_context().app_name
+    except Exception:  # outside Serve (unit use)
+        return None
 
 
 def _const(value: Any) -> Callable[[], Awaitable[Any]]:
@@ -245,10 +261,11 @@ class Ingress:
         self.chat = None if chat is None else chat_service(chat, self.http)
         self.probes = {n: with_transport(h, transport) for n, h in probes.items()}
         self.ready: set[str] = set()
+        self.autoscaling = LedgerView(_app_name())
         self._warm = asyncio.get_running_loop().create_task(
             warm_handles(self.probes, self.ready, timeout_s=600.0))
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return build_http_app(self.service, self.controller, self.metrics,
                               lambda: health_of(self.service, self.ready, self.probes), self.keys,
-                              self.chat)
+                              self.chat, self.autoscaling)

@@ -8,7 +8,9 @@ replicas = ceil(load tokens/s / (capacity tokens/s at the SLO * target_utilizati
 Where ModServe stops ("hysteresis prevention ... not covered"), `decide` goes on:
 - scale up at once: a replica ordered now serves only `startup_s` later (an LLM replica loads its
   engine for tens of seconds), so the load is forecast `startup_s` ahead from its smoothed upward
-  trend (a falling load is never extrapolated: scaling down waits anyway);
+  trend (a falling load is never extrapolated: scaling down waits anyway), at most
+  `max_forecast_ratio` x the load now: a single step up (one large request in an idle window)
+  looks like a steep ramp for a moment, and must not order several replicas on its own;
 - scale down only after the desired count stayed below the current one for `scale_down_delay_s`,
   and then to the largest count desired during that window (a dip does not undo what the load
   needed a moment ago); never within `startup_s + scale_down_delay_s` of a scale-up (the new
@@ -46,6 +48,7 @@ class ScalingSettings:
     startup_s: float = 0.0  # decision -> serving (docs/autoscaling.md)
     trend_window_s: float = 10.0  # smoothing of the load's slope
     slo_attainment_floor: float = 0.99
+    max_forecast_ratio: float = 1.5  # the forecast is at most this x the load now
 
     def __post_init__(self) -> None:
         if not (self.capacity_tokens_per_s > 0 and math.isfinite(self.capacity_tokens_per_s)):
@@ -59,6 +62,8 @@ class ScalingSettings:
                              f"{self.target_utilization}")
         if min(self.scale_down_delay_s, self.startup_s) < 0 or self.trend_window_s <= 0:
             raise ValueError("scale_down_delay_s, startup_s must be >= 0, trend_window_s > 0")
+        if self.max_forecast_ratio < 1:
+            raise ValueError(f"max_forecast_ratio must be >= 1, got {self.max_forecast_ratio}")
         if not 0 <= self.slo_attainment_floor <= 1:
             raise ValueError(f"slo_attainment_floor must be in [0, 1], got "
                              f"{self.slo_attainment_floor}")
@@ -121,7 +126,8 @@ def decide(settings: ScalingSettings, current_replicas: int, load_tokens_per_s: 
     (replicas still starting count: they were asked for already)."""
     load = max(0.0, load_tokens_per_s) if math.isfinite(load_tokens_per_s) else 0.0
     trend = _trend(settings, state, load, now_s)
-    forecast = load + max(0.0, trend) * settings.startup_s
+    forecast = min(load + max(0.0, trend) * settings.startup_s,
+                   load * settings.max_forecast_ratio)
     desired = replicas_for(forecast, settings)
     base = replace(state, load_tokens_per_s=load, at_s=now_s, trend_tokens_per_s2=trend)
     current = max(0, current_replicas)

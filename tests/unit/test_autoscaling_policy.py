@@ -87,7 +87,14 @@ def test_a_rising_load_is_forecast_over_the_startup_delay() -> None:
             state = d.state
         out[name] = d
     assert out["slow"].replicas == 2 and out["slow"].forecast_tokens_per_s == 200.0
-    assert out["fast"].forecast_tokens_per_s > 300.0 and out["fast"].replicas >= 4
+    assert out["fast"].forecast_tokens_per_s == 300.0  # 350 by the trend, capped at 1.5x
+    assert out["fast"].replicas == 3
+    uncapped = settings(startup_s=30.0, max_forecast_ratio=10.0)
+    state = ScalingState()
+    for t, load in ((0.0, 100.0), (10.0, 150.0), (20.0, 200.0)):
+        d = decide(uncapped, 2, load, t, state)
+        state = d.state
+    assert d.forecast_tokens_per_s == 350.0 and d.replicas == 4
     falling = decide(slow, 2, 100.0, 10.0, decide(slow, 2, 200.0, 0.0, ScalingState()).state)
     assert falling.forecast_tokens_per_s == 100.0  # a falling load is not extrapolated
 
@@ -109,7 +116,15 @@ def test_bounds_changed_below_the_current_count_apply_at_once() -> None:
     assert decide(settings(min_replicas=2), 1, 0.0, 0.0, ScalingState()).replicas == 2
 
 
+def test_one_step_up_does_not_order_a_fleet() -> None:
+    s = settings(startup_s=25.0, trend_window_s=10.0)
+    d = decide(s, 1, 0.0, 0.0, ScalingState())
+    d = decide(s, 1, 90.0, 0.1, d.state)  # one large request lands in an idle window
+    assert d.forecast_tokens_per_s == pytest.approx(135.0) and d.replicas == 2
+
+
 @pytest.mark.parametrize("bad", [{"capacity_tokens_per_s": 0.0}, {"min_replicas": 9},
+                                 {"max_forecast_ratio": 0.5},
                                  {"target_utilization": 1.5}, {"startup_s": -1.0},
                                  {"slo_attainment_floor": 2.0}])
 def test_bad_settings_are_refused(bad: dict[str, float]) -> None:

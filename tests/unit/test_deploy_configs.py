@@ -33,14 +33,19 @@ def test_vlm_config_is_the_default_plus_generation() -> None:
     assert cfg.generation is not None and cfg.generation.mode == "disaggregated"
     assert {k: v for k, v in args.items() if k != "generation"} == _apps(base)[0]["args"]
     vlm["applications"][0]["args"].pop("generation")
+    policy = vlm["applications"][0].pop("autoscaling_policy")  # the stages sized together
+    assert policy == {"policy_function": "deployments.autoscaling.serve_hooks:CoordinatedPolicy"}
     assert vlm == base
-    # every replica fits on the 2-core machine `scripts/run.sh` starts Ray on (Ray's CPU count)
+    # every replica fits on the 2-core machine `scripts/run.sh` starts Ray on (Ray's CPU count),
+    # autoscaled stages at their maximum
     g, stages = cfg.generation, 0.0
-    stages += g.encoder.num_replicas * g.encoder.ray_actor_options.get("num_cpus", 1)
-    stages += g.llm.num_replicas * g.llm.ray_actor_options.get("num_cpus", 1)
+    for stage in (g.encoder, g.llm):
+        most = stage.num_replicas if stage.autoscaling is None else stage.autoscaling.max_replicas
+        stages += most * stage.ray_actor_options.get("num_cpus", 1)
     classifiers = sum(c.num_replicas * c.ray_actor_options.get("num_cpus", 1)
                       for c in cfg.classifiers)
-    assert classifiers + stages + 0.2 <= 2.0  # + the ingress's and the controller's 0.1 each
+    # + the ingress's and the controller's 0.1 each
+    assert classifiers + stages + 0.2 <= 2.0 + 1e-9
 
 
 def test_rayservice_serve_config_validates_and_matches_families() -> None:

@@ -204,3 +204,65 @@ def test_deadline_batching_keeps_the_heads_deadline_and_puts_the_rest_back() -> 
     assert lost.encoded_s[0] == pytest.approx(0.020)
     kept = simulate(reqs, toy(), disagg(ttft_slo_ms=80.0, encoder_max_batch=4))
     assert kept.ttft_ms()[0] == pytest.approx(40.0 + prefill(500))
+
+
+def test_text_only_requests_have_their_own_slo_and_deadline_order_serves_them_first() -> None:
+    # one LLM replica admitting one 100-token prompt per iteration; r0 (text) runs 0-14.9 ms;
+    # r1 (one image, 10 text tokens) reaches the LLM at 10 ms, r2 (text) at 12 ms. Per-class
+    # SLOs (text 100 ms, image 1000 ms): r2's deadline (112 ms) is before r1's (1000 ms), so r2
+    # is prefilled first; with one SLO for all, r1's deadline is earlier and it goes first
+    reqs = [GenRequest(0.0, 100, 0, 1), GenRequest(0.0, 10, 1, 1), GenRequest(0.012, 100, 0, 1)]
+    t0 = prefill(100)  # r0's first token
+    per_class = simulate(reqs, toy(), disagg(ttft_slo_ms=1000.0, text_ttft_slo_ms=100.0,
+                                             max_prefill_tokens=150))
+    assert (per_class.first_s * 1e3).tolist() == pytest.approx(
+        [t0, t0 + prefill(100) + prefill(110), t0 + prefill(100)])
+    one_slo = simulate(reqs, toy(), disagg(ttft_slo_ms=1000.0, max_prefill_tokens=150))
+    assert (one_slo.first_s * 1e3).tolist() == pytest.approx(
+        [t0, t0 + prefill(110), t0 + prefill(110) + prefill(100)])
+    fifo = GenSimConfig(ServePath.DISAGGREGATED, StageConfig(1, order=Order.FIFO), StageConfig(1),
+                        ttft_slo_ms=1000.0, text_ttft_slo_ms=100.0, max_prefill_tokens=150)
+    assert simulate(reqs, toy(), fifo).first_s.tolist() == one_slo.first_s.tolist()
+
+
+def test_each_class_is_held_to_its_own_slo() -> None:
+    # text-only requests take 14.9 ms, one-image requests 10 + 24.9 ms (prefill of 200 tokens)
+    reqs = [GenRequest(float(i), 100, i % 2, 1) for i in range(40)]
+    r = simulate(reqs, toy(), disagg(ttft_slo_ms=30.0, text_ttft_slo_ms=20.0))
+    s = r.summary()
+    assert s.ttft_p99_text_ms == pytest.approx(prefill(100))
+    assert s.ttft_p99_image_ms == pytest.approx(10.0 + prefill(200))
+    assert (s.ttft_slo_ms, s.text_ttft_slo_ms) == (30.0, 20.0)
+    assert not s.meets_slo and s.slo_attainment == 0.5  # the image requests miss 30 ms
+    assert s.slo_ratio == pytest.approx((10.0 + prefill(200)) / 30.0)
+    ok = simulate(reqs, toy(), disagg(ttft_slo_ms=40.0, text_ttft_slo_ms=15.0)).summary()
+    assert ok.meets_slo and ok.slo_attainment == 1.0
+    text_late = simulate(reqs, toy(), disagg(ttft_slo_ms=40.0, text_ttft_slo_ms=14.0)).summary()
+    assert not text_late.meets_slo  # the text-only class misses its own, tighter SLO
+    text_only = simulate(reqs[::2], toy(), disagg(ttft_slo_ms=1.0, text_ttft_slo_ms=15.0))
+    assert text_only.summary().meets_slo  # no image requests: their class does not count
+    with pytest.raises(ValueError, match="text_only_ms"):
+        disagg(text_ttft_slo_ms=0.0)
+
+
+def test_llm_replicas_count_prompt_tokens_until_the_first_token_by_default() -> None:
+    assert not disagg().prompt_tokens_until_done
+    # two LLM replicas X, Y: r0 (3000 tokens) on X is prefilled by 305 ms and decodes for
+    # ~400 ms more; r1 (1000 tokens, at 310 ms) goes to Y (X holds a call); r2 (at 350 ms,
+    # while r1's prefill runs) goes where the fewest prefill tokens wait: X, whose r0 is only
+    # decoding. Counting prompts until their last token, X still holds 3000 and r2 goes to Y
+    reqs = [GenRequest(0.0, 3000, 0, 200), GenRequest(0.31, 1000, 0, 1),
+            GenRequest(0.35, 100, 0, 1)]
+    for until_done in (False, True):
+        sim = GenerationSim(reqs, toy(), disagg(llms=2, prompt_tokens_until_done=until_done))
+        chosen: list[int | None] = []
+        route = sim.llm.pool.route
+
+        def noted(route=route, chosen=chosen) -> int | None:  # type: ignore[no-untyped-def]
+            chosen.append(route())
+            return chosen[-1]
+
+        sim.llm.pool.route = noted  # type: ignore[method-assign]
+        sim.run()
+        x, y = chosen[0], 1 - int(chosen[0] or 0)
+        assert chosen == [x, y, y if until_done else x], until_done

@@ -1,25 +1,29 @@
-"""Token-aware routing arithmetic (policies/token_routing.py) and the pure parts of its Serve glue
-(deployments/generation/routers.py): costs per architecture, least-pending choice, the ledger's
-reconciliation with replica reports."""
+"""Token-aware routing arithmetic (policies/token_routing.py, policies/token_ledger.py) and the
+pure parts of its Serve glue (deployments/generation/routers.py, the LLM replica's count): costs
+per architecture, least-pending choice with ties in rotating order, a call's hold (an LLM call's
+tokens until its first chunk), the ledger's reconciliation with replica reports."""
 
 from __future__ import annotations
 
-import random
+import asyncio
 from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policies.token_ledger import LedgerSettings, TokenLedger
 from policies.token_routing import (
     Architecture,
-    LedgerSettings,
     PendingTokens,
     PromptCost,
     ReplicaLoad,
     ReplicaReport,
     RequestTokens,
-    TokenLedger,
+    TieOrder,
+    TokenHold,
     choose_replica,
     image_route_tokens,
     rank_replicas,
@@ -57,28 +61,41 @@ def test_bad_inputs_are_named() -> None:
     with pytest.raises(ValueError, match="decode_weight"):
         PromptCost(decode_weight=-1.0)
     with pytest.raises(ValueError, match="no replica"):
-        choose_replica({}, random.Random(0))
+        choose_replica({}, TieOrder(0))
 
 
 @given(loads, st.integers(0, 2**32))
 def test_choice_is_least_tokens_then_least_requests(ls: dict[str, ReplicaLoad], seed: int) -> None:
-    chosen = choose_replica(ls, random.Random(seed))
-    best = min(ls.values())
-    assert ls[chosen] == best
-    assert all(ls[chosen].pending_tokens <= v.pending_tokens for v in ls.values())
-    ranked = rank_replicas(ls, random.Random(seed))
+    ranked = rank_replicas(ls, TieOrder(seed))
+    chosen = choose_replica(ls, TieOrder(seed))
+    assert chosen == ranked[0] and ls[chosen] == min(ls.values())
     assert sorted(ranked) == sorted(ls)
     assert [ls[r] for r in ranked] == sorted(ls.values())
-    assert ranked == rank_replicas(dict(reversed(list(ls.items()))), random.Random(seed))
+    assert ranked == rank_replicas(dict(reversed(list(ls.items()))), TieOrder(seed))
 
 
-def test_fewer_tokens_beat_fewer_requests_and_ties_are_seeded_draws() -> None:
+def test_fewer_tokens_beat_fewer_requests_and_ties_rotate() -> None:
     ls = {"a": ReplicaLoad(100, 1), "b": ReplicaLoad(30, 3), "c": ReplicaLoad(30, 2)}
-    assert choose_replica(ls, random.Random(0)) == "c"
+    assert choose_replica(ls, TieOrder(0)) == "c"
     tied = {r: ReplicaLoad(5, 1) for r in "abcd"}
-    picks = [choose_replica(tied, random.Random(s)) for s in range(200)]
-    assert picks == [choose_replica(tied, random.Random(s)) for s in range(200)]
-    assert set(picks) == set("abcd")
+    ties = TieOrder(7)
+    picks = [choose_replica(tied, ties) for _ in range(12)]
+    assert picks[4:8] == picks[:4] == picks[8:] and set(picks[:4]) == set("abcd")  # round robin
+    again = TieOrder(7)
+    assert [choose_replica(tied, again) for _ in range(12)] == picks  # seeded: reproducible
+    firsts = {choose_replica(tied, TieOrder(seed)) for seed in range(40)}
+    assert len(firsts) > 1  # routers seeded differently do not all start on one replica
+
+
+def test_tied_replicas_go_to_the_one_chosen_least_recently() -> None:
+    ties = TieOrder(1)
+    for r in ("a", "b", "c"):
+        ties.chose(r)
+    # a and c tied, b loaded: a (chosen longest ago) goes first, then c, then a again
+    loads = {"a": ReplicaLoad(0, 0), "b": ReplicaLoad(9, 1), "c": ReplicaLoad(0, 0)}
+    assert [choose_replica(loads, ties) for _ in range(3)] == ["a", "c", "a"]
+    ties.keep_only(["c"])
+    assert ties.key("a")[0] == -1  # forgotten: counts as never chosen
 
 
 def _ledger() -> TokenLedger:
@@ -100,22 +117,22 @@ def test_tentative_choices_count_until_confirmed_or_expired() -> None:
 
 
 def test_a_burst_of_choices_spreads_before_any_acceptance() -> None:
-    ledger, rng = _ledger(), random.Random(3)
+    ledger, ties = _ledger(), TieOrder(3)
     placed = []
     for i in range(6):
-        best = choose_replica(ledger.loads("abc", 0.0), rng)
+        best = choose_replica(ledger.loads("abc", 0.0), ties)
         ledger.reserve(i, best, 64, 0.0)
         placed.append(best)
     assert Counter(placed) == {"a": 2, "b": 2, "c": 2}
 
 
 def test_a_heavy_request_keeps_its_replica_free_of_successors() -> None:
-    ledger, rng = _ledger(), random.Random(0)
-    heavy = choose_replica(ledger.loads("abc", 0.0), rng)
+    ledger, ties = _ledger(), TieOrder(0)
+    heavy = choose_replica(ledger.loads("abc", 0.0), ties)
     ledger.confirm("heavy", heavy, 10_000, 0.0)
     placed = []
     for i in range(8):
-        r = choose_replica(ledger.loads("abc", 0.0), rng)
+        r = choose_replica(ledger.loads("abc", 0.0), ties)
         ledger.confirm(i, r, 10, 0.0)
         placed.append(r)
     assert heavy not in placed
@@ -190,6 +207,25 @@ def test_replica_reports_round_trip_through_routing_stats() -> None:
     assert (pending.tokens, pending.requests) == (0, 0)
 
 
+def test_a_hold_counts_its_tokens_until_settled_and_the_call_until_it_ends() -> None:
+    pending = PendingTokens()
+    other = TokenHold(pending, 40)
+    hold = TokenHold(pending, 100)
+    assert (pending.tokens, pending.requests) == (140, 2)
+    hold.settle()  # e.g. the first token: the prefill work is done, the call still in flight
+    hold.settle()
+    assert (pending.tokens, pending.requests) == (40, 2)
+    hold.end()
+    hold.end()
+    assert (pending.tokens, pending.requests) == (40, 1)  # the other call's tokens untouched
+    other.end()  # never settled: its tokens go with it
+    assert (pending.tokens, pending.requests) == (0, 0)
+    late = TokenHold(pending, 5)
+    late.end()
+    late.settle()  # after the end: nothing more
+    assert (pending.tokens, pending.requests) == (0, 0)
+
+
 def test_glue_reads_route_tokens_and_names_routers() -> None:
     from dataclasses import dataclass
 
@@ -209,11 +245,71 @@ def test_glue_reads_route_tokens_and_names_routers() -> None:
     assert route_tokens_of(["x"], {"route_tokens": 7}) == 7
     assert route_tokens_of([], {}) is None and route_tokens_of([Call(-1)], {}) is None
     replica = ReportsPendingTokens()
-    with replica.holding_tokens(Call(30)) as held:
-        assert held == 30 and replica.pending_tokens.tokens == 30
-    assert replica.pending_tokens.tokens == 0
+    with replica.holding_tokens(Call(30)) as hold:
+        assert hold.tokens == 30 and replica.pending_tokens.tokens == 30
+        hold.settle()
+        assert (replica.pending_tokens.tokens, replica.pending_tokens.requests) == (0, 1)
+    assert (replica.pending_tokens.tokens, replica.pending_tokens.requests) == (0, 0)
+    with pytest.raises(RuntimeError), replica.holding_tokens(7):
+        raise RuntimeError("the call failed")
+    assert (replica.pending_tokens.tokens, replica.pending_tokens.requests) == (0, 0)
     cfg = token_router_config("image_tokens", stats_period_s=0.5, seed=1)
     assert cfg.request_router_class.endswith(ImageTokenRouter.__name__)
     assert cfg.request_router_kwargs == {"report_max_age_s": 2.5, "seed": 1}
     with pytest.raises(ValueError, match="valid: \\['pow2', 'image_tokens', 'prompt_tokens'\\]"):
         token_router_config("least_loaded")
+
+
+class _Engine:
+    """The engine boundary (vLLM / transformers, not ours): three deltas, noting the replica's
+    pending-token count when the prefill starts and at each later step."""
+
+    def __init__(self, replica: Any) -> None:
+        self.replica = replica
+        self.seen: list[tuple[int, int]] = []
+
+    def shutdown(self) -> None:
+        pass
+
+    def _note(self) -> None:
+        p = self.replica.pending_tokens
+        self.seen.append((p.tokens, p.requests))
+
+    async def generate(self, request: Any) -> AsyncIterator[Any]:
+        from deployments.engines import TokenDelta
+
+        self._note()  # the prefill runs: the prompt's tokens count
+        yield TokenDelta("a", (1,))
+        self._note()
+        yield TokenDelta("b", (2,))
+        self._note()
+        yield TokenDelta("", (), finished=True, finish_reason="stop", prompt_tokens=30,
+                         completion_tokens=2)
+
+
+def test_the_llm_replica_counts_a_prompt_until_its_first_chunk() -> None:
+    import time
+
+    from deployments.autoscaling.decisions import IMAGE_TOKENS, TEXT_TOKENS
+    from deployments.autoscaling.reporting import ArrivalRates
+    from deployments.generation.llm import LLMBackend, LLMSettings
+    from deployments.generation.wire import GenerateCall
+
+    cls = LLMBackend.func_or_class
+    replica = cls.__new__(cls)  # the replica without Serve or a model: only its stream
+    replica.settings, replica.epoch_s, replica.in_flight = LLMSettings(), 0.0, 0
+    replica.tokens_per_image = 10
+    replica.arrivals = ArrivalRates((TEXT_TOKENS, IMAGE_TOKENS), 5.0)
+    replica.engine = engine = _Engine(replica)
+    now = time.time()
+    call = GenerateCall("r1", "hi", 8, now, now + 60.0, 30, 0, route_tokens=30)
+
+    async def stream() -> list[Any]:
+        return [chunk async for chunk in replica.generate(call, [])]
+
+    chunks = asyncio.run(stream())
+    assert [c.text for c in chunks] == ["a", "b", ""] and chunks[-1].finished
+    # 30 tokens while the prefill runs; after the first chunk the call is only in flight
+    assert engine.seen == [(30, 1), (0, 1), (0, 1)]
+    p = replica.pending_tokens
+    assert (p.tokens, p.requests) == (0, 0)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from policies.generation.ttft_slo import TTFTSLOs
+
 
 def _parse(enum: type[StrEnum], name: str | StrEnum, what: str) -> StrEnum:
     try:
@@ -58,13 +60,15 @@ class GenSimConfig:
     path: ServePath
     llm: StageConfig
     encoder: StageConfig = field(default_factory=lambda: StageConfig(0))  # unused by a monolith
-    ttft_slo_ms: float = 1000.0  # each request's TTFT deadline is arrival + this
+    ttft_slo_ms: float = 1000.0  # a request's TTFT deadline is arrival + this (image-text ones,
+    # and text-only ones too unless text_ttft_slo_ms is set: ModServe §5.1's per-class SLOs)
+    text_ttft_slo_ms: float | None = None
     encoder_max_batch: int = 8  # images per encoder batch
     max_running: int = 256  # sequences an LLM replica decodes at once (vLLM max_num_seqs)
     max_prefill_tokens: int = 8192  # prompt tokens admitted per iteration (at least one prompt)
     transfer_ms_per_image: float = 0.0  # encoder -> LLM hand-off of a request's image tokens
-    prompt_tokens_until_done: bool = True  # an LLM replica's route-token count holds a prompt
-    # until its last token (the live replica); False: until its first (prefill work only)
+    prompt_tokens_until_done: bool = False  # an LLM replica's route-token count holds a prompt
+    # until its first token (prefill work, as the live replica); True: until its last token
     drop_lost: bool = False  # answer deadline_exceeded where the live stages would (see sim.py)
     min_prefill_ms: float = 5.0  # with drop_lost: less left than this at the LLM is lost (live)
     warmup_s: float = 0.0  # requests arriving earlier are served but left out of the summary
@@ -74,10 +78,15 @@ class GenSimConfig:
         object.__setattr__(self, "path", _parse(ServePath, self.path, "path"))
         if self.ttft_slo_ms <= 0 or self.encoder_max_batch < 1 or self.max_running < 1:
             raise ValueError("need ttft_slo_ms > 0, encoder_max_batch >= 1, max_running >= 1")
+        TTFTSLOs(self.ttft_slo_ms, self.text_ttft_slo_ms)  # checks text_ttft_slo_ms
         if self.max_prefill_tokens < 1 or min(self.transfer_ms_per_image, self.warmup_s,
                                                self.min_prefill_ms) < 0:
             raise ValueError("need max_prefill_tokens >= 1 and transfer_ms_per_image, "
                              "warmup_s, min_prefill_ms >= 0")
+
+    @property
+    def slos(self) -> TTFTSLOs:
+        return TTFTSLOs(self.ttft_slo_ms, self.text_ttft_slo_ms)
 
     @property
     def monolith(self) -> bool:

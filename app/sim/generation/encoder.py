@@ -1,5 +1,6 @@
 """The encoder pool (ModServe's image instances): a request's images, split into at most one group
-per ready replica, each group routed on its own; every image queued on its own at its replica (it
+per ready replica (policies.generation.image_split, the live ingress's split), each group routed
+on its own; every image queued on its own at its replica (it
 batches with other requests' images, as the live encoder loop does); a replica runs batches of up
 to `encoder_max_batch` images taking `EncoderProfile.latency_ms(batch)`.
 
@@ -20,20 +21,12 @@ from dataclasses import dataclass
 from app.sim.generation.config import GenSimConfig, Order
 from app.sim.generation.pool import ReplicaPool
 from app.sim.kernel import Kernel
+from policies.generation.image_split import image_groups
 from policies.generation.stage_batch import QueuedImage, encoder_step
 from policies.generation.stage_profile import EncoderProfile
 
 BATCH_DONE_PRIORITY = 0
 STEP_PRIORITY = 4  # an idle replica's next batch starts after every arrival of the same instant
-
-
-def image_groups(n: int, fan_out: int) -> list[tuple[int, int]]:
-    """[start, stop) of at most `fan_out` consecutive groups of n images, sizes within one: the
-    live ingress's split (deployments/generation/pipeline.py `image_groups`, which the simulator
-    may not import; tests/unit/test_sim_generation_parts.py checks the two agree)."""
-    groups = max(1, min(n, fan_out))
-    bounds = [round(i * n / groups) for i in range(groups + 1)]
-    return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 
 @dataclass

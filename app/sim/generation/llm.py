@@ -10,9 +10,10 @@ within `max_prefill_tokens` (always at least one prompt), and takes
 A prompt's tokens are what its prefill processes and what the router counts (`PromptCost`): text
 + image tokens for a decoder-only model, text only for a cross-attention one. An admitted prompt
 has its first token at the end of its iteration and one more at the end of each later one until
-it has `output_tokens`; a replica's count of pending tokens (the router's) holds a request from
-routing until its last token, as the live replica's does (`prompt_tokens_until_done`; False:
-until its first token, counting only the prefill work queued ahead, and the call in flight).
+it has `output_tokens`; a replica's count of pending tokens (the router's) holds a request's
+prompt tokens from routing until its first token, the prefill work queued ahead, as the live
+replica's does (policies.token_routing), and the request in flight until its last token
+(`prompt_tokens_until_done`: the tokens too, the old count, for comparison).
 
 With `drop_lost`, a request whose TTFT deadline is lost when it reaches its replica (less than
 `min_prefill_ms` left) is answered deadline_exceeded at once, as the live LLM stage does.
@@ -164,8 +165,7 @@ class LLMStage:
         for r in admitted:
             self.on_first(r, now_s)
             if not self.cfg.prompt_tokens_until_done:  # the prefill work is done
-                self.pool.release(k, self.work.prompt_tokens[r])
-                self.pool.hold(k, 0)  # still in flight
+                self.pool.settle(k, self.work.prompt_tokens[r])  # still in flight
             n = self.work.output_tokens[r]
             if n <= 1:
                 self._finish(k, r, now_s)

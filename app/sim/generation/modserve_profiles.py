@@ -16,11 +16,15 @@ from TP-4 to TP-8, so c = 0.29) and assumed small for the LLMs (0.05).
   each, plus the cross-attention KV of one image for a cross-attention model) read once, or
   2 x params x b FLOPs if more.
 
-One image is one tile (the median production image is ~500 px, §3.2): 1601 tokens for
-Llama3.2-11B (§3.2, Fig. 12's setup), 256 for InternVL2.5-26B (Table 1, per 448 px tile). The
-encoder MFU of Llama3.2-11B and the prefill MFU of InternVL2.5-26B are calibrated so that image
-encoding is 79% and 25% of an isolated one-image TTFT at Table 1's TP degrees (Fig. 5), with a
-short prompt of `FIG5_TEXT_TOKENS` text tokens (assumed: ShareGPT-4o's questions are short).
+An image of the dataset (ShareGPT-4o, median width and height ~500 px, §3.2) is one 560 px tile
+for Llama3.2-11B (1601 tokens, §3.2, Fig. 12's setup) and five 448 px tiles for InternVL2.5-26B
+(5 x 256 = 1280 tokens, Table 1's example image; `internvl_tiles`: InternVL's dynamic tiling
+picks the grid closest to the image's aspect ratio, so only a square image up to 633 px is one
+tile, a 4:3 photo of any size is 13; docs/sim_generation.md says why 5). The encoder MFU of
+Llama3.2-11B and the prefill MFU of InternVL2.5-26B are calibrated on that same image so that
+image encoding is 79% and 25% of an isolated one-image TTFT at Table 1's TP degrees (Fig. 5),
+with a short prompt of `FIG5_TEXT_TOKENS` text tokens (assumed: ShareGPT-4o's questions are
+short); `model(name, tiles)` calibrates again for another tile count.
 """
 
 from __future__ import annotations
@@ -176,37 +180,72 @@ INTERNVL25_26B = ModelSpec(
     VisionSpec("InternViT-6B-448px-V2_5 (5.54B)", 5.54e9, 1025, 256, 3200, 45),
     LanguageSpec("InternLM2.5-20B-chat", Architecture.DECODER_ONLY, 19.86e9,
                  48 * 2 * 8 * 128 * 2),
-    Efficiency(encoder_mfu=0.5, prefill_mfu=0.0968), table1_tp=8)
+    Efficiency(encoder_mfu=0.5, prefill_mfu=0.0783), table1_tp=8, tiles_per_image=5)
 
 MODELS = {"llama3.2-11b": LLAMA32_11B, "internvl2.5-26b": INTERNVL25_26B}
 FIG5_SHARE = {"llama3.2-11b": 0.79, "internvl2.5-26b": 0.25}  # ModServe §3.1, Figure 5
 MONOLITH_TP, TEXT_TP, IMAGE_TP = 4, 4, 1  # ModServe §5.2
 
 
-def model(name: str) -> ModelSpec:
+CALIBRATED = {"llama3.2-11b": "encoder_mfu", "internvl2.5-26b": "prefill_mfu"}  # Fig. 5's knob
+
+
+def internvl_tiles(width: int, height: int, max_num: int = 12, min_num: int = 1,
+                   image_size: int = 448, use_thumbnail: bool = True) -> int:
+    """448 px tiles InternVL's dynamic preprocessing makes of a width x height image (OpenGVLab
+    InternVL `dynamic_preprocess` / `find_closest_aspect_ratio`, internvl_chat/internvl/train/
+    dataset.py; InternVL2.5's model card and config: max_num 12, thumbnail on): the grid of at
+    most `max_num` tiles whose aspect ratio is closest to the image's (on a tie, the larger grid
+    when the image's area exceeds half the grid's), plus a thumbnail tile if the grid has more
+    than one."""
+    aspect, area = width / height, width * height
+    ratios = sorted({(i, j) for n in range(min_num, max_num + 1) for i in range(1, n + 1)
+                     for j in range(1, n + 1) if min_num <= i * j <= max_num},
+                    key=lambda r: r[0] * r[1])
+    best, best_diff = (1, 1), float("inf")
+    for i, j in ratios:
+        diff = abs(aspect - i / j)
+        if diff < best_diff:
+            best, best_diff = (i, j), diff
+        elif diff == best_diff and area > 0.5 * image_size * image_size * i * j:
+            best = (i, j)
+    blocks = best[0] * best[1]
+    return blocks + (1 if use_thumbnail and blocks != 1 else 0)
+
+
+def model(name: str, tiles: int | None = None, **efficiency: float) -> ModelSpec:
+    """The model's spec, with `efficiency` fields replaced (a sensitivity run) and `tiles` tiles
+    per image (None: the spec's); with other tiles, Fig. 5's calibrated efficiency is calibrated
+    again on that image (unless `efficiency` sets it)."""
     try:
-        return MODELS[name]
+        spec = MODELS[name]
     except KeyError:
         raise ValueError(f"unknown model {name!r}; valid: {sorted(MODELS)}") from None
-
-
-def modserve_profiles(name: str, **efficiency: float) -> tuple[StageProfiles, StageProfiles]:
-    """(disaggregated: image instance TP-1 + text instance TP-4, monolith TP-4) of a model,
-    with `efficiency` fields replaced (a sensitivity run)."""
-    spec = model(name)
     if efficiency:
         spec = replace(spec, efficiency=replace(spec.efficiency, **efficiency))
+    if tiles is not None and tiles != spec.tiles_per_image:
+        if tiles < 1:
+            raise ValueError(f"tiles must be >= 1, got {tiles}")
+        spec = replace(spec, tiles_per_image=tiles)
+        if CALIBRATED[name] not in efficiency:
+            spec = calibrate(spec, FIG5_SHARE[name], CALIBRATED[name])
+    return spec
+
+
+def modserve_profiles(name: str, tiles: int | None = None,
+                      **efficiency: float) -> tuple[StageProfiles, StageProfiles]:
+    """(disaggregated: image instance TP-1 + text instance TP-4, monolith TP-4) of a model
+    (`model` says what `tiles` and `efficiency` change)."""
+    spec = model(name, tiles, **efficiency)
     return (stage_profiles(spec, IMAGE_TP, TEXT_TP),
             stage_profiles(spec, MONOLITH_TP, MONOLITH_TP))
 
 
-def shape_checks(name: str, **efficiency: float) -> dict[str, float]:
+def shape_checks(name: str, tiles: int | None = None, **efficiency: float) -> dict[str, float]:
     """The profile's numbers to hold against the paper's (docs/sim_generation.md): Fig. 5's
     encode share, Fig. 8's latency growth with the batch (normalized to batch 1, at the
     serving TP), Fig. 9's TP effect, and the isolated one-image stage times."""
-    spec = model(name)
-    if efficiency:
-        spec = replace(spec, efficiency=replace(spec.efficiency, **efficiency))
+    spec = model(name, tiles, **efficiency)
     prompt = FIG5_TEXT_TOKENS + (spec.tokens_per_image if spec.language.architecture
                                  is Architecture.DECODER_ONLY else 0)
     return {

@@ -1,14 +1,14 @@
 """A stage's replicas: their lifecycle (starting, ready, draining, gone), what each holds in route
 tokens, and the router that picks one for the next piece of work.
 
-- Routing `tokens`: the fewest pending route tokens, then the fewest in-flight calls, then a
-  seeded draw: `policies.token_routing`'s order (`ReplicaLoad`, `choose_replica`), the code the
-  live Serve routers run. The simulator has one router that sees every replica's tally exactly
-  (`PendingTokens`, what a replica reports), so the `TokenLedger` reconciliation of many routers
-  and stale reports is not modelled; for speed the draw runs over the replicas tied at the
-  minimum only (the same choice distribution as ranking them all).
-- `least_requests`: the fewest in-flight calls (a plain load balancer), ties drawn the same way;
-  `round_robin` and `random` as their names say.
+- Routing `tokens`: the fewest pending route tokens, then the fewest in-flight calls, then the
+  replica chosen least recently (ties rotate): `policies.token_routing`'s order (`ReplicaLoad`,
+  `TieOrder`, `choose_replica`), the code the live Serve routers run. The simulator has one
+  router that sees every replica's tally exactly (`PendingTokens`, what a replica reports), so
+  the `TokenLedger` reconciliation of many routers and stale reports is not modelled; for speed
+  the choice runs over the replicas tied at the minimum only (the same choice as ranking all).
+- `least_requests`: the fewest in-flight calls (a plain load balancer), ties rotating the same
+  way; `round_robin` and `random` as their names say.
 - `set_replicas(n, now_s)`: the autoscaling hook. Added replicas start at once and serve after
   the stage's `startup_s`; removed ones take no new work, finish what they hold, then go (the
   ones still starting are removed first, then the ready ones holding the fewest tokens).
@@ -23,7 +23,7 @@ from enum import IntEnum
 
 from app.sim.generation.config import Routing, StageConfig
 from app.sim.kernel import Kernel
-from policies.token_routing import PendingTokens, ReplicaLoad, choose_replica
+from policies.token_routing import PendingTokens, ReplicaLoad, TieOrder, choose_replica
 
 READY_PRIORITY = 1  # after work finishing at the same instant, before arrivals
 
@@ -42,6 +42,7 @@ class ReplicaPool:
         self.cfg = cfg
         self.kernel = kernel
         self.rng = rng
+        self.ties = TieOrder(rng.getrandbits(32))
         self.on_ready = on_ready  # a replica became ready: the stage routes what waited
         self.has_work = has_work  # whether replica k still holds work (a draining one stays)
         self.life: list[Life] = []
@@ -156,11 +157,18 @@ class ReplicaPool:
         best = min(keys)
         tied = [k for k, key in zip(ready, keys, strict=True) if key == best]
         if len(tied) == 1:
+            self.ties.chose(str(tied[0]))
             return tied[0]
-        return int(choose_replica({str(k): ReplicaLoad(*best) for k in tied}, self.rng))
+        return int(choose_replica({str(k): ReplicaLoad(*best) for k in tied}, self.ties))
 
     def hold(self, k: int, tokens: int) -> None:
         self.pending[k].add(tokens)
 
+    def settle(self, k: int, tokens: int) -> None:
+        """Replica k's call has done the work the router balances: its tokens stop counting, the
+        call stays in flight (an LLM call at its first token)."""
+        self.pending[k].settle(tokens)
+
     def release(self, k: int, tokens: int) -> None:
+        """Replica k's call ended, still holding `tokens` (0 once settled)."""
         self.pending[k].remove(tokens)

@@ -6,9 +6,10 @@
     monolith:      arrival -> LLM pool whose replicas also run the vision tower (llm.py)
 
 TTFT = first token - arrival; TBT = (last token - first token) / (output tokens - 1); E2E = last
-token - arrival. Each request's TTFT deadline is arrival + `ttft_slo_ms` (deadline ordering and
-`drop_lost` use it). Deterministic: the kernel orders simultaneous events, and every draw
-(routing ties, random routing) comes from one `random.Random(seed)`.
+token - arrival. Each request's TTFT deadline is arrival + its class's SLO (`config.slos`,
+policies.generation.ttft_slo: text-only or image-text); deadline ordering and `drop_lost` use it.
+Deterministic: the kernel orders simultaneous events, routing ties rotate (policies.token_routing
+.TieOrder, seeded), and every draw (random routing) comes from one `random.Random(seed)`.
 
 `set_replicas(stage, n, now_s)` and `every(period_s, fn)` are the hooks an autoscaler drives.
 """
@@ -97,7 +98,8 @@ class GenerationSim:
         self.first: list[float] = [math.nan] * n
         self.finish: list[float] = [math.nan] * n
         self.outcome = [UNFINISHED] * n
-        deadline = [t + cfg.ttft_slo_ms / 1000.0 for t in self.arrival]
+        slos = cfg.slos
+        deadline = [slos.deadline_s(t, m) for t, m in zip(self.arrival, self.images, strict=True)]
         cost, tpi = PromptCost(profiles.llm.architecture), profiles.encoder.tokens_per_image
         prompt = [cost.route_tokens(RequestTokens(t, m, tpi))
                   for t, m in zip(trace.text_tokens.tolist(), self.images, strict=True)]

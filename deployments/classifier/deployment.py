@@ -21,6 +21,7 @@ import torch
 from ray import serve
 
 from deployments.autoscaling.decisions import ITEMS
+from deployments.autoscaling.reporting import ArrivalRates
 from deployments.classifier.config import ClassifierConfig
 from deployments.classifier.loop import LoopSettings, ReplicaLoop
 from deployments.classifier.policy_setup import (
@@ -109,6 +110,8 @@ class Classifier:
         self.loop = ReplicaLoop(settings, {t: p.scheduler for t, p in self.policies.items()},
                                 self._run_batch, profile_ms=profile_lookup(self.profiles))
         await self.loop.run_in_worker(warm_up, self.model, tuple(self.profiles), self._run_batch)
+        a = self.cfg.autoscaling  # items/s where calls arrive, from now (reporting.py)
+        self.arrivals = ArrivalRates((ITEMS,), a.rate_window_s if a else settings.window_s)
         self._reporter = asyncio.get_running_loop().create_task(self._report_forever())
         log.info("classifier %s replica %s ready on %s (weights sha256 %s, policies %s)",
                  self.cfg.name, self.replica_id, self.device, weights.sha256[:12],
@@ -135,12 +138,14 @@ class Classifier:
     async def submit(self, items: list[WorkItem]) -> list[ItemResult]:
         """Queue decoded items (from the preprocess deployment) and return one result per item,
         in order."""
+        self.arrivals.add(ITEMS, len(items))
         return await self.loop.submit(items)
 
     async def classify(self, call: ClassifyCall) -> ClassifyOutcome:
         """A request or job straight from the ingress: decode here (on a worker thread, off the
         event loop), queue, answer one result per item in order. Work whose deadline is lost
         (before or while decoding) is answered deadline_exceeded without decoding the rest."""
+        self.arrivals.add(ITEMS, len(call.inputs))
         lost = deadline_lost(call)
         if lost():
             return ClassifyOutcome(results=self._lost(call))
@@ -228,9 +233,10 @@ class Classifier:
     def record_autoscaling_stats(self) -> dict[str, float]:
         """Custom autoscaling metrics (Serve calls this when the deployment autoscales): items/s
         arriving at this replica (`items_per_s`, what the policy sums: deployments/autoscaling/)
-        over the loop's arrival window, and the queue."""
-        rate = self.loop.load_qps()
-        return {ITEMS: rate, "queue_len": float(len(self.loop.queue)), "load_qps": rate}
+        over `autoscaling.rate_window_s` since the replica was ready, and the queue and the
+        loop's own rate."""
+        return {**self.arrivals.rates(), "queue_len": float(len(self.loop.queue)),
+                "load_qps": self.loop.load_qps()}
 
     async def __del__(self) -> None:
         self._reporter.cancel()

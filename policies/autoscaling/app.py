@@ -14,6 +14,8 @@ on its own tokens:
   An image-only burst (image tokens up, text flat) thus scales the encoders and, for
   cross-attention always and for decoder-only while the LLM's capacity covers the delivered
   image tokens, leaves the LLM where it is.
+- the monolith (no encoder stage): every replica runs its own vision tower, so its image tokens
+  count for either architecture, each at `monolith_image_token_cost` prompt tokens.
 
 Initial sizes from history (`initial_replicas`, ModServe 4.2): encoders = median image QPS x
 median encode latency per image (Little's law: images in service at once); LLM = the median
@@ -48,9 +50,15 @@ class AppScalingSettings:
     encoder: ScalingSettings
     llm: ScalingSettings
     architecture: Architecture = Architecture.DECODER_ONLY
+    # the monolith (no encoder stage): an image token's cost on its replica, in prompt tokens
+    # (vision tower, plus the prefill for decoder-only); 1: as a prompt token
+    monolith_image_token_cost: float = 1.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "architecture", Architecture.parse(self.architecture))
+        if self.monolith_image_token_cost < 0:
+            raise ValueError(f"monolith_image_token_cost must be >= 0, got "
+                             f"{self.monolith_image_token_cost}")
 
     def stage(self, name: str) -> ScalingSettings:
         if name not in STAGES:
@@ -97,10 +105,9 @@ def coordinate(settings: AppScalingSettings, stages: Mapping[str, StageView],
         out[ENCODER] = decide(settings.encoder, enc.target, loads.image_tokens_per_s, now_s,
                               enc.state, enc.slo_attainment)
         llm_tokens = llm_load_tokens_per_s(loads, enc.running, settings)
-    else:  # monolith: every replica encodes its own images
+    else:  # monolith: every replica runs the vision tower on its own images too
         llm_tokens = loads.text_tokens_per_s + (
-            loads.llm_image_tokens_per_s if settings.architecture is Architecture.DECODER_ONLY
-            else 0.0)
+            loads.llm_image_tokens_per_s * settings.monolith_image_token_cost)
     llm = stages[LLM]
     out[LLM] = decide(settings.llm, llm.target, llm_tokens, now_s, llm.state, llm.slo_attainment)
     return out

@@ -163,6 +163,13 @@ def test_the_monolith_counts_images_at_the_llm() -> None:
     loads = StageLoads(text_tokens_per_s=1000.0, llm_image_tokens_per_s=9000.0)
     d = coordinate(app_settings(), {LLM: StageView(1, 1)}, loads, 0.0)
     assert set(d) == {LLM} and d[LLM].replicas == 2
+    # its own vision tower: images cost a cross-attention monolith too, at their weight
+    d = coordinate(app_settings("cross_attention"), {LLM: StageView(1, 1)}, loads, 0.0)
+    assert d[LLM].replicas == 2
+    cheap = AppScalingSettings(encoder=settings(capacity_tokens_per_s=1000.0),
+                               llm=settings(capacity_tokens_per_s=5000.0),
+                               monolith_image_token_cost=0.25)
+    assert coordinate(cheap, {LLM: StageView(1, 1)}, loads, 0.0)[LLM].replicas == 1
 
 
 def test_coordinate_refuses_unknown_stages() -> None:

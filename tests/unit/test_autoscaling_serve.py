@@ -199,13 +199,19 @@ def test_replicas_report_their_arrival_rates() -> None:
 
 
 def test_publishing_outside_ray_does_nothing_and_never_starts_ray() -> None:
-    import time
+    """In a fresh interpreter: other tests of the session may have started Ray in this one."""
+    import subprocess
+    import sys
+    from pathlib import Path
 
-    import ray
-
-    from deployments.autoscaling.ledger import Publisher
-
-    p = Publisher("app", interval_s=0.01)
-    p.offer([{"deployment": "ImageEncoder", "target": 2, "previous_target": 1}])
-    time.sleep(0.05)
-    assert not ray.is_initialized()
+    code = ("import time, ray\n"
+            "from deployments.autoscaling.ledger import Publisher\n"
+            "p = Publisher('app', interval_s=0.01)\n"
+            "p.offer([{'deployment': 'ImageEncoder', 'target': 2, 'previous_target': 1}])\n"
+            "time.sleep(0.05)\n"
+            "print('RAY_INITIALIZED', ray.is_initialized())\n")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "RAY_INITIALIZED False" in out.stdout, out.stdout[-2000:]

@@ -56,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
                         "4/3 x both systems' isolated P99 TTFT of each class on the day")
     p.add_argument("--one-slo", action="store_true",
                    help="the image-text SLO for every request (default: per class, §5.1)")
+    p.add_argument("--no-chunked-prefill", action="store_true",
+                   help="LLM replicas prefill a prompt whole (the first model; default: chunked)")
     p.add_argument("--target-utilization", type=float, default=0.5)
     p.add_argument("--slo-floor", type=float, default=0.99,
                    help="SLO attainment under which a stage adds a replica (0: off)")
@@ -75,7 +77,8 @@ def day_spec(args: argparse.Namespace, model: str, rps: float | None) -> DaySpec
     timing = PolicyTiming(args.period_s, window_s, args.scale_down_delay_s,
                           2 * args.period_s, args.encoder_startup_s, LLM_STARTUP_S[model])
     auto = Autoscaling(timing, args.target_utilization, args.slo_floor)
-    return DaySpec(rps, args.compression, args.seed, args.slo_factor, not args.one_slo, auto)
+    return DaySpec(rps, args.compression, args.seed, args.slo_factor, not args.one_slo,
+                   auto=auto, chunked_prefill=not args.no_chunked_prefill)
 
 
 def one_day(model: str, day: DaySpec) -> tuple[DaySpec, dict[str, Any]]:

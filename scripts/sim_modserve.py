@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--hold-until-done", action="store_true",
                    help="LLM replicas count a prompt's tokens until its last token (the first "
                         "cut; default: until its first token, the prefill work)")
+    p.add_argument("--no-chunked-prefill", action="store_true",
+                   help="LLM replicas prefill a prompt whole in one iteration (the first model; "
+                        "default: vLLM V1's chunked prefill)")
     p.add_argument("--one-slo", action="store_true",
                    help="the one-image SLO for every request (the first cut; default: per class)")
     p.add_argument("--tiles", type=int, default=None,
@@ -102,7 +105,8 @@ def run_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
     rates = tuple(low * 2 ** (k / 2) for k in range(args.points))
     efficiency = {k: float(v) for k, v in (e.split("=", 1) for e in args.efficiency)}
     setup = replace(make_setup(name, args.slo_factor, not args.one_slo, args.tiles, **efficiency),
-                    prompt_tokens_until_done=args.hold_until_done)
+                    prompt_tokens_until_done=args.hold_until_done,
+                    chunked_prefill=not args.no_chunked_prefill)
     trace = base_trace(args.requests, args.image_share, args.seed, args.images_exponent)
     out: dict[str, Any] = {
         "profiles": {k: round(v, 4) for k, v in shape_checks(name, args.tiles,

@@ -68,12 +68,14 @@ def test_a_prompt_arriving_mid_iteration_joins_the_next_one() -> None:
     assert r.tbt_ms().tolist() == pytest.approx([(t3 - t1) / 2, (t3 + 2.0 - t2) / 2])
 
 
-def test_prefill_token_budget_admits_one_prompt_at_least_per_iteration() -> None:
+def test_unchunked_prefill_token_budget_admits_one_prompt_at_least_per_iteration() -> None:
+    # the unchunked model (chunked, the 150-token budget would split the second prompt:
+    # tests/unit/test_sim_chunked_prefill.py)
     reqs = [GenRequest(0.0, 100, 0, 1)] * 3
-    r = simulate(reqs, toy(), disagg(max_prefill_tokens=150))
+    r = simulate(reqs, toy(), disagg(max_prefill_tokens=150, chunked_prefill=False))
     p = prefill(100)
     assert r.ttft_ms().tolist() == pytest.approx([p, 2 * p, 3 * p])
-    wide = simulate(reqs, toy(), disagg(max_prefill_tokens=300))
+    wide = simulate(reqs, toy(), disagg(max_prefill_tokens=300, chunked_prefill=False))
     assert wide.ttft_ms().tolist() == pytest.approx([prefill(300)] * 3)
 
 
@@ -207,21 +209,25 @@ def test_deadline_batching_keeps_the_heads_deadline_and_puts_the_rest_back() -> 
 
 
 def test_text_only_requests_have_their_own_slo_and_deadline_order_serves_them_first() -> None:
-    # one LLM replica admitting one 100-token prompt per iteration; r0 (text) runs 0-14.9 ms;
+    # one LLM replica admitting one 100-token prompt per iteration (unchunked: chunked, the
+    # 150-token budget would split prompts, which test_sim_chunked_prefill.py checks with deadline
+    # order); r0 (text) runs 0-14.9 ms;
     # r1 (one image, 10 text tokens) reaches the LLM at 10 ms, r2 (text) at 12 ms. Per-class
     # SLOs (text 100 ms, image 1000 ms): r2's deadline (112 ms) is before r1's (1000 ms), so r2
     # is prefilled first; with one SLO for all, r1's deadline is earlier and it goes first
     reqs = [GenRequest(0.0, 100, 0, 1), GenRequest(0.0, 10, 1, 1), GenRequest(0.012, 100, 0, 1)]
     t0 = prefill(100)  # r0's first token
     per_class = simulate(reqs, toy(), disagg(ttft_slo_ms=1000.0, text_ttft_slo_ms=100.0,
-                                             max_prefill_tokens=150))
+                                             max_prefill_tokens=150, chunked_prefill=False))
     assert (per_class.first_s * 1e3).tolist() == pytest.approx(
         [t0, t0 + prefill(100) + prefill(110), t0 + prefill(100)])
-    one_slo = simulate(reqs, toy(), disagg(ttft_slo_ms=1000.0, max_prefill_tokens=150))
+    one_slo = simulate(reqs, toy(), disagg(ttft_slo_ms=1000.0, max_prefill_tokens=150,
+                                           chunked_prefill=False))
     assert (one_slo.first_s * 1e3).tolist() == pytest.approx(
         [t0, t0 + prefill(110), t0 + prefill(110) + prefill(100)])
     fifo = GenSimConfig(ServePath.DISAGGREGATED, StageConfig(1, order=Order.FIFO), StageConfig(1),
-                        ttft_slo_ms=1000.0, text_ttft_slo_ms=100.0, max_prefill_tokens=150)
+                        ttft_slo_ms=1000.0, text_ttft_slo_ms=100.0, max_prefill_tokens=150,
+                        chunked_prefill=False)
     assert simulate(reqs, toy(), fifo).first_s.tolist() == one_slo.first_s.tolist()
 
 

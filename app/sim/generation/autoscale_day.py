@@ -69,6 +69,7 @@ class DaySpec:
     slo_factor: float | None = None  # None: usable_slo_factor
     per_class_slo: bool = True  # experiment.make_setup's (False: the image-text SLO for all)
     auto: Autoscaling = Autoscaling(PolicyTiming())  # real-time constants
+    chunked_prefill: bool = True  # the LLM replicas' (experiment.Setup; False: whole prompts)
 
 
 def day_trace(mean_rps: float, compression: float, seed: int) -> TraceArrays:
@@ -270,7 +271,8 @@ def run_day(model: str, day: DaySpec, systems: tuple[str, ...] = SYSTEMS
     in where None."""
     factor = day.slo_factor if day.slo_factor is not None else usable_slo_factor(
         model, day_trace(2.0, 1.0, day.seed), day.per_class_slo)
-    setup = make_setup(model, factor, day.per_class_slo)
+    setup = replace(make_setup(model, factor, day.per_class_slo),
+                    chunked_prefill=day.chunked_prefill)
     rps = day.mean_rps if day.mean_rps is not None else round(rate_for_peak(setup, day), 1)
     k = day.compression if day.compression is not None else float(
         max(1, round(rps * day.auto.timing.window_s / REQUESTS_PER_WINDOW)))

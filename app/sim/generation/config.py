@@ -65,7 +65,11 @@ class GenSimConfig:
     text_ttft_slo_ms: float | None = None
     encoder_max_batch: int = 8  # images per encoder batch
     max_running: int = 256  # sequences an LLM replica decodes at once (vLLM max_num_seqs)
-    max_prefill_tokens: int = 8192  # prompt tokens admitted per iteration (at least one prompt)
+    max_prefill_tokens: int = 8192  # an LLM iteration's token budget (vLLM's
+    # max_num_batched_tokens): chunked, decodes (1 token each) first, then prompts, the last one
+    # split; unchunked, the prompt tokens admitted per iteration (at least one whole prompt)
+    chunked_prefill: bool = True  # vLLM V1's default; False: a prompt's whole prefill in one
+    # iteration (the simulator's first model, for comparison)
     transfer_ms_per_image: float = 0.0  # encoder -> LLM hand-off of a request's image tokens
     prompt_tokens_until_done: bool = False  # an LLM replica's route-token count holds a prompt
     # until its first token (prefill work, as the live replica); True: until its last token

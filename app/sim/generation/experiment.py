@@ -58,6 +58,7 @@ class Setup:
     transfer_ms_per_image: float = 1.0  # §5.5: P99 5 ms per image request over InfiniBand
     warmup_share: float = 0.1  # of the requests, left out of the summary
     prompt_tokens_until_done: bool = False  # the LLM replicas' route-token count (llm.py)
+    chunked_prefill: bool = True  # the LLM replicas' scheduler (llm.py; False: whole prompts)
     text_ttft_slo_ms: float | None = None  # text-only requests' (None: ttft_slo_ms)
     isolated_text_ttft_ms: float = math.nan  # a text-only request's, on the monolith
 
@@ -95,7 +96,7 @@ def system_config(setup: Setup, system: str, warmup_s: float, seed: int) -> GenS
         return GenSimConfig(ServePath.MONOLITH, StageConfig(
             setup.monolith_replicas, MONOLITH_TP, Routing.LEAST_REQUESTS, Order.FIFO),
             ttft_slo_ms=setup.ttft_slo_ms, text_ttft_slo_ms=setup.text_ttft_slo_ms,
-            warmup_s=warmup_s, seed=seed)
+            chunked_prefill=setup.chunked_prefill, warmup_s=warmup_s, seed=seed)
     if system not in SYSTEMS + (SIZED,):
         raise ValueError(f"unknown system {system!r}; valid: {list(SYSTEMS + (SIZED,))}")
     order = Order.FIFO if system == "decoupled" else Order.DEADLINE
@@ -105,7 +106,8 @@ def system_config(setup: Setup, system: str, warmup_s: float, seed: int) -> GenS
         StageConfig(setup.image_instances, IMAGE_TP, routing, order),
         ttft_slo_ms=setup.ttft_slo_ms, text_ttft_slo_ms=setup.text_ttft_slo_ms,
         transfer_ms_per_image=setup.transfer_ms_per_image,
-        prompt_tokens_until_done=setup.prompt_tokens_until_done, warmup_s=warmup_s, seed=seed)
+        prompt_tokens_until_done=setup.prompt_tokens_until_done,
+        chunked_prefill=setup.chunked_prefill, warmup_s=warmup_s, seed=seed)
 
 
 def sized_split(setup: Setup, trace: TraceArrays) -> tuple[int, int]:

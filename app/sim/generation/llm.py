@@ -1,16 +1,22 @@
 """The LLM pool (ModServe's text instances), and the monolith: replicas with continuous batching.
 
-Each iteration of a replica admits waiting prompts (earliest TTFT deadline first, or FIFO) while
-the running sequences plus the admitted stay within `max_running` and the admitted prompt tokens
-within `max_prefill_tokens` (always at least one prompt), and takes
-    prefill_time_ms(admitted prompt tokens)           if it admitted any
+Chunked prefill (`chunked_prefill`, vLLM V1's default scheduler): each iteration has a budget of
+`max_prefill_tokens` tokens (vLLM's max_num_batched_tokens); the running sequences decode first
+(one token each), then the prompt being chunked (it stays at the head), then waiting prompts
+(earliest TTFT deadline first, or FIFO) fill what is left, the last one split where the budget
+ends, while the running sequences, the scheduled prompts and the one being chunked stay within
+`max_running`. A prompt has its first token at the end of the iteration of its last chunk.
+Unchunked (the first model): waiting prompts are admitted whole while the admitted prompt tokens
+stay within `max_prefill_tokens` (always at least one prompt). Either way an iteration takes
+    prefill_time_ms(prompt tokens scheduled)          if it scheduled any
   + tbt_time_ms(running sequences)                    if any is decoding
-  + encoder latency_ms(the admitted prompts' images)  on the monolith only (the vision tower
-                                                      runs inside the engine's step, as vLLM's)
+  + encoder latency_ms(the new prompts' images)       on the monolith only (the vision tower
+                                                      runs inside the engine's step, as vLLM's,
+                                                      when a prompt is first scheduled)
 A prompt's tokens are what its prefill processes and what the router counts (`PromptCost`): text
-+ image tokens for a decoder-only model, text only for a cross-attention one. An admitted prompt
-has its first token at the end of its iteration and one more at the end of each later one until
-it has `output_tokens`; a replica's count of pending tokens (the router's) holds a request's
++ image tokens for a decoder-only model, text only for a cross-attention one. A prompt has its
+first token at the end of its prefill's (last) iteration and one more at the end of each later
+one until it has `output_tokens`; a replica's count of pending tokens (the router's) holds a request's
 prompt tokens from routing until its first token, the prefill work queued ahead, as the live
 replica's does (policies.token_routing), and the request in flight until its last token
 (`prompt_tokens_until_done`: the tokens too, the old count, for comparison).
@@ -52,8 +58,10 @@ class _Replica:
     running: int = 0
     iteration: int = 0
     finish_at: dict[int, list[int]] = field(default_factory=dict)  # iteration -> finishing
-    admitted: list[int] = field(default_factory=list)  # new prompts of the iteration running
+    admitted: list[int] = field(default_factory=list)  # prompts whose prefill the iteration ends
     busy: bool = False
+    chunked: int = -1  # the prompt being prefilled in chunks (-1: none)
+    chunked_left: int = 0  # its prompt tokens not yet prefilled
 
 
 class LLMStage:
@@ -110,9 +118,38 @@ class LLMStage:
         if k >= len(self.replicas):
             return False
         rep = self.replicas[k]
-        return rep.busy or bool(rep.waiting) or rep.running > 0
+        return rep.busy or bool(rep.waiting) or rep.running > 0 or rep.chunked >= 0
+
+    def _admit_chunked(self, rep: _Replica) -> tuple[list[int], int, int]:
+        """vLLM V1: decodes first, the chunked prompt next, then waiting prompts within the
+        budget, the last one split. Returns the prompts whose prefill ends, the prompt tokens
+        scheduled and the images of the prompts scheduled for the first time."""
+        done: list[int] = []
+        tokens = images = 0
+        budget = self.cfg.max_prefill_tokens - rep.running
+        if rep.chunked >= 0 and budget > 0:
+            take = min(rep.chunked_left, budget)
+            tokens, budget, rep.chunked_left = take, budget - take, rep.chunked_left - take
+            if rep.chunked_left == 0:
+                done.append(rep.chunked)
+                rep.chunked = -1
+        work = self.work
+        while (rep.waiting and budget > 0 and rep.chunked < 0
+               and rep.running + len(done) < self.cfg.max_running):
+            r = heapq.heappop(rep.waiting)[2]
+            t = work.prompt_tokens[r]
+            take = min(t, budget)
+            tokens, budget = tokens + take, budget - take
+            images += work.num_images[r]
+            if take < t:
+                rep.chunked, rep.chunked_left = r, t - take
+            else:
+                done.append(r)
+        return done, tokens, images
 
     def _admit(self, rep: _Replica) -> tuple[list[int], int, int]:
+        if self.cfg.chunked_prefill:
+            return self._admit_chunked(rep)
         admitted: list[int] = []
         tokens = images = 0
         work = self.work
@@ -133,12 +170,12 @@ class LLMStage:
     def _start(self, k: int, now_s: float) -> None:
         rep = self.replicas[k]
         admitted, tokens, images = self._admit(rep)
-        if not admitted and rep.running == 0:
+        if not admitted and not tokens and rep.running == 0:
             rep.busy = False
             self.pool.work_done(k, now_s)
             return
         duration_s = self._tbt_s[rep.running]
-        if admitted:
+        if admitted or tokens:
             duration_s += self.profile.prefill_time_ms(tokens) / 1000.0
         if images and self.vision is not None:
             duration_s += self._vision_time_s(images)

@@ -481,7 +481,7 @@ def burst_live_requests(demo: dict[str, Any], warmup: bool) -> list[Any]:
     from app.sim.generation.live_fit import LiveRequest
 
     recs = demo["records"]
-    rows = [LiveRequest(r["scheduled_s"] + BURST_OFFSET_S, r["num_images"], r["history_turns"],
+    rows = [LiveRequest(r["scheduled_s"] + BURST_OFFSET_S, r["num_images"], r.get("history_turns", 0),
                         r.get("prompt_tokens"), r.get("completion_tokens")) for r in recs]
     if warmup:
         first_image = next(r for r in recs if r["num_images"])

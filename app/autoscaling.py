@@ -90,7 +90,8 @@ def stage_capacities(g: GenerationConfig, profiles: StageProfiles | None) -> dic
     llm = g.llm.autoscaling
     if enc is not None:
         out[ENCODER] = enc.capacity_per_s or _need(profiles, "encoder").encoder \
-            .capacity_tokens_per_s(enc.slo_ms or slo, enc.latency_share)
+            .capacity_tokens_per_s(enc.slo_ms or slo, enc.latency_share,
+                                   max_batch_images=g.encoder.max_batch_images)
     if llm is not None:
         out[LLM] = llm.capacity_per_s or _need(profiles, "llm").llm.capacity_tokens_per_s(
             llm.ttft_slo_ms or slo, llm.tbt_slo_ms, llm.decode_tokens_per_prompt_token,

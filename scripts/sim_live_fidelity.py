@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.bench.fidelity_burst import burst_replay  # noqa: E402
-from app.bench.fidelity_fit import fit_run, live_only, run_to_run  # noqa: E402
+from app.bench.fidelity_fit import fit_run, live_only  # noqa: E402
 from app.bench.fidelity_measure import measure, write_json  # noqa: E402
-from app.bench.fidelity_report import plot, summary, table  # noqa: E402
+from app.bench.fidelity_report import plot, run_to_run, summary, table  # noqa: E402
 
 log = logging.getLogger("sim_live_fidelity")
 

@@ -120,3 +120,21 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def run_to_run(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same system and load in two live runs: their P99s (the live figure's own spread)."""
+    seen: dict[tuple[str, float], list[tuple[str, float]]] = {}
+    for run in runs:
+        for row in run["rows"]:
+            seen.setdefault((row["system"], row["rate_rps"]), []).append(
+                (run["json"], row["live"]["ttft_p99_ms"]))
+    out = []
+    for (system, rate), xs in seen.items():
+        if len(xs) > 1:
+            finite = [x for _, x in xs if x != float("inf")]
+            ratio = max(finite) / min(finite) if len(finite) == len(xs) else None
+            out.append({"system": system, "rate_rps": rate, "live_p99_ms": dict(xs),
+                        "max_over_min": ratio})
+    return out
+
+
+# ---- the burst demo replayed ------------------------------------------------------------------

@@ -70,6 +70,8 @@ def parse(argv: list[str] | None = None) -> LiveBenchSettings:
                    help="accuracy SLO sent with every request (MOSEL's); judged per call")
     p.add_argument("--utilities", type=parse_utilities, default=(),
                    help="utility per call, cyclic: table2 (OTAS's Table II) or 0.3,1,...")
+    p.add_argument("--busy-neighbours", type=int, default=0,
+                   help="busy-loop processes beside the live phases (a second machine state)")
     p.add_argument("--resim", type=Path, default=None,
                    help="no live runs: redo the simulator phase of this finished run's JSON "
                         "from its --records")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app.bench import live as lb
+from app.bench.coload import busy_neighbours
 from app.bench.live_family import FamilySetup, family_setup
 from app.bench.live_knobs import knobs_of, plot_knobs, static_labels
 from app.bench.live_report import checks
@@ -137,15 +138,17 @@ def _live_phases(b: Bench, out: dict[str, Any], t0: float) -> LiveSession:
     a = b.settings
     lb.start_ray(a.port, a.num_cpus)
     try:
-        out["deploy_default_s"] = lb.deploy_app(b.configs.args, a.base_url)
-        setup = family_setup(b.configs.args, a.family)
-        statics = resolve_statics(a.statics, setup.profile, a.policy, a.min_accuracy)
-        session = LiveSession(a, b.slo_ms, str(setup.cfg.paths.models_dir), t0)
-        out.update(_overhead_and_memory(b, session, setup))
-        out.update(_capacity(b, session, setup, statics))
-        live_qps = out["capacity"]["live_qps"]
-        _statics_at_2x(b, session, statics, out["statics"]["best"], live_qps)
-        out.update(_at_2x(b, session, live_qps))
+        with busy_neighbours(a.busy_neighbours):
+            out["busy_neighbours"] = a.busy_neighbours
+            out["deploy_default_s"] = lb.deploy_app(b.configs.args, a.base_url)
+            setup = family_setup(b.configs.args, a.family)
+            statics = resolve_statics(a.statics, setup.profile, a.policy, a.min_accuracy)
+            session = LiveSession(a, b.slo_ms, str(setup.cfg.paths.models_dir), t0)
+            out.update(_overhead_and_memory(b, session, setup))
+            out.update(_capacity(b, session, setup, statics))
+            live_qps = out["capacity"]["live_qps"]
+            _statics_at_2x(b, session, statics, out["statics"]["best"], live_qps)
+            out.update(_at_2x(b, session, live_qps))
     finally:
         lb.stop_ray()
     return session
@@ -173,6 +176,7 @@ def run_live(settings: LiveBenchSettings) -> dict[str, Any]:
     out["runs"] = {n: r.summary for n, r in session.runs.items()}
     out["loadavg_1min_after_run"] = session.loadavg
     out["sim"] = sim.summaries
+    out["sim_item_accuracy"] = sim.item_accuracy
     out["series"] = sim.series
     out["checks"] = checks(out, a.policy)
     out["knobs"] = knobs_of(a, out, {n: r.records for n, r in runs.items()}, sim.knobs)

@@ -41,11 +41,14 @@ def resim(settings: LiveBenchSettings, run_json: Path) -> dict[str, Any]:
     a = replace(settings, family=out.get("family", settings.family), job_size=out["job_size"],
                 seed=out["seed"], trace=out["trace"], policy=policy,
                 duration_s=out["runs"]["static_2x"]["duration_s"], min_accuracy=out.get("min_accuracy"),
+                warmup_s=(out["runs"].get("warmup_adaptive") or {}).get("duration_s",
+                                                                       settings.warmup_s),
                 utilities=tuple(out.get("utilities") or ()))
     out["runs"] = _summaries(out["runs"])
     runs = read_records(a.records)
     sim = simulate_runs(a, phase_inputs(a, out, runs))
     out["sim_inputs"], out["sim"] = sim.inputs, sim.summaries
+    out["sim_item_accuracy"] = sim.item_accuracy
     out["checks"] = checks(out, a.policy)
     out["knobs"] = knobs_of(a, out, {n: r.records for n, r in runs.items()}, sim.knobs)
     return out

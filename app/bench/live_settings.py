@@ -59,6 +59,7 @@ class LiveBenchSettings(LocalServe):
     statics: str = "most_accurate"  # most_accurate | all | labels (app/bench/live_statics.py)
     min_accuracy: float | None = None  # the requests' accuracy SLO (MOSEL's), sent and judged
     utilities: tuple[float, ...] = ()  # the requests' utilities per call, cyclic (OTAS's)
+    busy_neighbours: int = 0  # busy-loop processes beside the live phases (a machine state)
     command: str = ""  # the command line, recorded in the JSON
 
 

@@ -9,7 +9,10 @@ traces and seeds as the live runs, three ways:
   nearest the predicted load (stack times grow with load; the light steps understate them).
   Its figures pool `sim_seeds` runs (service and stack samples);
 - "simfront": simcal's batch times behind the front door and the stack's CPU as a front stage
-  (app/bench/live_front.py), seeds pooled as simcal's.
+  (app/bench/live_front.py), seeds pooled as simcal's; the front door's limiter carried from
+  run to run as the live proxy's is (the adaptive warm-up simulated before the adaptive runs).
+Accuracy: besides the profile's expected accuracy, each source's accuracy on the items its run
+sent (app/bench/item_accuracy.py), the quantity the live run measures.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.bench import live as lb
+from app.bench.item_accuracy import ItemTable, measure_items
 from app.bench.knob_metrics import KnobMetrics, knob_metrics, pool
 from app.bench.live_family import FamilySetup, family_setup
 from app.bench.live_front import (
@@ -32,6 +36,14 @@ from app.bench.live_front import (
     RunCpu,
     simulate_front,
     try_front_model,
+)
+from app.bench.live_policy import (
+    WARMUP,
+    Predicted,
+    RunPolicy,
+    in_live_order,
+    predicted_runs,
+    run_policy,
 )
 from app.bench.live_report import SIM_KINDS, hops_p50_ms
 from app.bench.live_settings import (
@@ -47,11 +59,11 @@ from app.sim.replica.request_metrics import LoadSummary, RequestRecord, summariz
 from app.sim.replica.served import CallTiming, ServedTimes, StackDelays, call_timings
 from app.sim.replica.sim import SchedulerSimConfig, simulate
 from app.sim.traces.spec import TraceSpec, arrival_times
+from policies.admission import ConcurrencyLimiter
 from policies.profile import Profile
 
 if TYPE_CHECKING:
     from deployments.classifier.config import ClassifierConfig
-    from policies.schedulers.plan_types import Plan
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,8 @@ class SimPhaseResult:
     summaries: dict[str, LoadSummary]  # "<kind>_<run>"
     series: dict[str, Any]  # "<kind> <run>": the first seed's time series
     knobs: dict[str, KnobMetrics] = field(default_factory=dict)  # "<kind>_<run>", seeds pooled
+    # "<kind>_<run>": accuracy on the items it sent, seeds pooled (app/bench/item_accuracy.py)
+    item_accuracy: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -95,13 +109,6 @@ class Calibration:
     records: list[RequestRecord]  # their records
     served_records: list[RequestRecord]  # + the adaptive warm-up's, for the other variants
     timings: list[CallTiming]
-
-
-@dataclass(frozen=True)
-class Predicted:
-    name: str
-    args: dict[str, Any]
-    spec: TraceSpec
 
 
 FRONT_KEYS = ("cpu_ms_per_call", "front_door", "machine_cores", "cpu_count", "statics",
@@ -160,40 +167,6 @@ def _sim_inputs(settings: LiveBenchSettings, inputs: SimPhaseInputs, cal: Calibr
             "stack_p50_ms": StackDelays(cal.timings).p50_total_ms()}
 
 
-def _predicted(settings: LiveBenchSettings, inputs: SimPhaseInputs) -> list[Predicted]:
-    adaptive = settings.policy
-    out = [Predicted("static_2x", inputs.configs.static_args, inputs.spec_2x),
-           *(Predicted(name, args, inputs.spec_2x) for name, args in inputs.others.items()),
-           Predicted(f"{adaptive}_2x", inputs.configs.adapt_args, inputs.spec_2x)]
-    if inputs.spec_1x is not None and f"{adaptive}_1x" in inputs.runs:
-        out.insert(-1, Predicted(f"{adaptive}_1x", inputs.configs.adapt_args, inputs.spec_1x))
-    return out
-
-
-@dataclass(frozen=True)
-class RunPolicy:
-    """The scheduler config a predicted run deploys and the plan file its replicas read."""
-
-    classifier: ClassifierConfig
-    plan: Plan | None
-
-    def scheduler(self, profile: Profile) -> Any:
-        from deployments.classifier.policy_setup import build_task_policy
-
-        return build_task_policy(self.classifier, profile, self.plan).scheduler
-
-
-def _run_policy(run: Predicted, setup: FamilySetup, family: str) -> RunPolicy:
-    from app.builder import ensure_artifacts, load_config, task_plan
-
-    run_cfg = load_config(run.args)
-    # the plan file must be this config's (a no-op right after the live runs; --resim may
-    # follow other deployments that rewrote it)
-    ensure_artifacts(run_cfg)
-    c = run_cfg.classifier(family)
-    return RunPolicy(c, task_plan(c, setup.cfg.paths, setup.task))
-
-
 def _sim_config(settings: LiveBenchSettings, inputs: SimPhaseInputs, setup: FamilySetup,
                 cal: Calibration, c: ClassifierConfig) -> SchedulerSimConfig:
     return SchedulerSimConfig(
@@ -212,6 +185,7 @@ class KindResult:
     series: dict[str, Any]  # the first seed's time series
     knobs: KnobMetrics  # over every seed's records
     model_cores: float | None = None  # simfront: the model's cores its last pass assumed
+    item_accuracy: float | None = None  # on the run's items (ItemTable), seeds pooled
 
 
 @dataclass(frozen=True)
@@ -220,19 +194,22 @@ class FrontSetup:
 
     model: FrontModel
     cpu: ModelCpu
+    # per seed, the limiter its chain of runs left: live, the proxy's limiter lives across
+    # runs and redeploys, so each run starts from the one before it (app/sim/replica/sim.py)
+    doors: dict[int, ConcurrencyLimiter] = field(default_factory=dict)
 
 
 def _simulate_kind(kind: str, run: Predicted, policy: RunPolicy, sim_cfg: SchedulerSimConfig,
                    settings: LiveBenchSettings, setup: FamilySetup, cal: Calibration,
-                   front: FrontSetup | None = None) -> KindResult:
+                   front: FrontSetup | None = None,
+                   items: ItemTable | None = None) -> KindResult:
     arrivals = arrival_times(run.spec, trace_data_dir(run.spec, settings.data_dir))
     duration_s, slo_ms = run.spec.duration_s, sim_cfg.slo_ms
     calibrated = kind != "sim"  # simcal, simfront: the live batch times
     seeds = range(settings.seed, settings.seed + (settings.sim_seeds if calibrated else 1))
     records: list[RequestRecord] = []
     series: dict[str, Any] = {}
-    knobs: list[KnobMetrics] = []
-    model_cores: list[float] = []
+    knobs, model_cores = list[KnobMetrics](), list[float]()
     for seed in seeds:
         # the policy decides from the profile it knows; the service times are the sim's
         def served(seed: int = seed) -> ServedTimes:
@@ -245,7 +222,10 @@ def _simulate_kind(kind: str, run: Predicted, policy: RunPolicy, sim_cfg: Schedu
             if front is None:
                 raise ValueError(f"{FRONT_KIND} needs the front model (app/bench/live_front.py)")
             sim, cores = simulate_front(front.model, front.cpu, FrontSim(
-                run.name, setup.profile, scheduler, arrivals, duration_s, cfg, served))
+                run.name, setup.profile, scheduler, arrivals, duration_s, cfg, served),
+                front.doors.get(seed))
+            if sim.door is not None:
+                front.doors[seed] = sim.door
             model_cores.append(cores)
         else:
             stack = StackDelays(cal.timings, seed=seed) if kind == "simcal" else None
@@ -257,7 +237,8 @@ def _simulate_kind(kind: str, run: Predicted, policy: RunPolicy, sim_cfg: Schedu
         knobs.append(knob_metrics(sim.records, duration_s, slo_ms, settings.job_size,
                                   settings.min_accuracy, settings.utilities))
     return KindResult(summarize(records, len(seeds) * duration_s, slo_ms), series, pool(knobs),
-                      float(np.mean(model_cores)) if model_cores else None)
+                      float(np.mean(model_cores)) if model_cores else None,
+                      None if items is None else items.accuracy(records, slo_ms))
 
 
 def front_of(settings: LiveBenchSettings, inputs: SimPhaseInputs, cal: Calibration,
@@ -268,7 +249,8 @@ def front_of(settings: LiveBenchSettings, inputs: SimPhaseInputs, cal: Calibrati
     cpu = {n: RunCpu.of(r.records, settings.job_size, r.wall_s, cpu_ms[n], model)
            for n, r in inputs.runs.items() if n in cpu_ms}
     runs = FrontRuns(cpu, {n: r.records for n, r in inputs.runs.items()},
-                     inputs.ramp[0].get("run", "ramp_0"), cal.runs, [p.name for p in predicted])
+                     inputs.ramp[0].get("run", "ramp_0"), cal.runs,
+                     [p.name for p in predicted] + [WARMUP])
     front = try_front_model(inputs.front_json, runs, settings.job_size, cal.served_records)
     return None if front is None else FrontSetup(front, model)
 
@@ -278,16 +260,20 @@ def simulate_runs(settings: LiveBenchSettings, inputs: SimPhaseInputs) -> SimPha
     setup = family_setup(inputs.configs.args, settings.family)
     cal = calibration(settings, inputs)
     result = SimPhaseResult(_sim_inputs(settings, inputs, cal, setup), {}, {})
-    predicted = _predicted(settings, inputs)
+    predicted = predicted_runs(settings, inputs)
     front = front_of(settings, inputs, cal, predicted, setup.profile)
     result.inputs[FRONT_KIND] = None if front is None else {**front.model.to_dict(),
                                                             "model_cores": {}}
     kinds = [k for k in SIM_KINDS if k != FRONT_KIND or front is not None]
-    for run in predicted:
-        policy = _run_policy(run, setup, settings.family)
+    items = measure_items(settings.family, setup.cfg.paths.models_dir)
+    result.inputs["item_accuracy"] = items.by_variant()  # the variants on the items sent
+    for run in in_live_order(settings, inputs, predicted):
+        policy = run_policy(run.args, setup, settings.family)
         sim_cfg = _sim_config(settings, inputs, setup, cal, policy.classifier)
-        for kind in kinds:
-            k = _simulate_kind(kind, run, policy, sim_cfg, settings, setup, cal, front)
+        # the warm-up: simulated only to hand its limiter on, as live, to the adaptive runs
+        for kind in (kinds if run.name != WARMUP else [k for k in kinds if k == FRONT_KIND]):
+            k = _simulate_kind(kind, run, policy, sim_cfg, settings, setup, cal, front, items)
+            result.item_accuracy[f"{kind}_{run.name}"] = k.item_accuracy
             result.summaries[f"{kind}_{run.name}"] = k.summary
             result.series[f"{kind} {run.name}"] = k.series
             result.knobs[f"{kind}_{run.name}"] = k.knobs

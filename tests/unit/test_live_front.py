@@ -22,6 +22,7 @@ from app.bench.live_front import (
     machine_cores,
     outside_replica_p50_ms,
     simulate_front,
+    usable_cores,
 )
 from app.bench.live_report import checks, sim_kinds
 from app.sim.replica.request_metrics import RequestRecord, summarize
@@ -116,17 +117,49 @@ def test_front_model_fits_the_ramps_only_without_the_model() -> None:
     runs = FrontRuns(cpu, {"ramp_0": light}, "ramp_0", ["ramp_1", "ramp_2"], ["static_2x"])
     front = front_model(out, runs, 1, light)
     st = front.calibration.stack
-    assert (st.fixed_cores, st.call_ms, st.cores) == pytest.approx((0.3, 6.0, 2.0))
+    usable = 2.0  # nothing refused in the ramp: the machine's ceiling was never seen
+    assert (st.fixed_cores, st.call_ms, st.cores) == pytest.approx((0.3, 6.0, usable))
     assert front.calibration.runs == ["ramp_0", "ramp_1", "ramp_2"]
     assert front.door == LimiterSettings()
     assert front.neighbour_cores == {"static_2x": pytest.approx(0.5 * 200 / 1000)}
     assert front.model_cores_guess == pytest.approx((0.08 + 0.16) / 2)
     # hops: 30 - 10 - (12 - 4) = 12 ms at the light step, less its front-stage time there
-    left = 2.0 - 0.3 - ramp["ramp_0"].neighbour_cores() - 0.04
+    left = usable - 0.3 - ramp["ramp_0"].neighbour_cores() - 0.04
     assert front.calibration.hops_ms == pytest.approx(12.0 - 6.0 / left)
     cfg = front.config(SchedulerSimConfig(replicas=1, slo_ms=200.0), "static_2x", 0.5)
-    assert cfg.front_ms_per_call == pytest.approx(6.0 / (2.0 - 0.3 - 0.1 - 0.5))
+    assert cfg.front_ms_per_call == pytest.approx(6.0 / (usable - 0.3 - 0.1 - 0.5))
     assert (cfg.front_door, cfg.overhead_ms) == (LimiterSettings(), front.calibration.hops_ms)
+
+
+def test_the_line_is_fitted_where_the_machine_had_room_the_ceiling_where_it_had_none() -> None:
+    # 0.3 cores + 6 ms per call below the knee; at the knee the machine is full (1.9 cores)
+    # and the door refuses: its busy cores must not bend the line (nor pass as refusal cost)
+    ramp = {f"ramp_{i}": _cpu_run(q, (300 + 6 * q) / q, (300 + 6 * q) / q + 1.0)
+            for i, q in enumerate((20.0, 40.0, 80.0))}
+    ramp["ramp_3"] = RunCpu(2000.0, 600.0, 10.0, {"Ingress": 8.0, "machine": 9.5}, 0.0)
+    # a step below the knee with a few refusals (2 %): too few to price a refusal on
+    ramp["ramp_2"] = RunCpu(816.0, 16.0, 10.0, {"Ingress": (300 + 6 * 80.0) / 81.6,
+                                                "machine": 10.0}, 0.0)
+    light = [_rec(i, latency_ms=30.0, queue_ms=12.0, dispatch_ms=4.0, compute_ms=10.0)
+             for i in range(5)]
+    out = {"capacity": {"ramp": [{}, {}, {}, {}]}, "machine_cores": 2}
+    runs = FrontRuns(ramp, {"ramp_0": light}, "ramp_0", ["ramp_3"], [])
+    st = front_model(out, runs, 1, light).calibration.stack
+    assert (st.fixed_cores, st.call_ms, st.refusal_ms) == pytest.approx((0.3, 6.0, 0.0))
+    assert st.cores == pytest.approx(1.9)  # the saturated step's machine: 9.5 ms x 200/s
+
+
+def test_usable_cores_are_the_busiest_calibration_run_at_most_the_machine() -> None:
+    out = {"machine_cores": 2}
+    full = RunCpu(2200.0, 200.0, 10.0, {"Ingress": 8.0, "machine": 8.3}, 0.0)  # 9 % refused
+    runs = [_cpu_run(100.0, 8.0, 9.0), full]  # 0.9 and 1.826 cores busy
+    assert usable_cores(out, runs) == pytest.approx(1.826)
+    assert usable_cores(out, [_cpu_run(300.0, 8.0, 9.0)]) == 2.0  # never above the machine
+    # no machine figure (older runs): the nominal cores
+    bare = RunCpu(100.0, 0.0, 10.0, {"Ingress": 8.0}, 0.0)
+    assert usable_cores(out, [bare]) == 2.0 and usable_cores(out, []) == 2.0
+    # a ramp that never reached its knee (nothing refused) never showed the machine's ceiling
+    assert usable_cores(out, [_cpu_run(100.0, 8.0, 9.0), _cpu_run(200.0, 8.0, 9.1)]) == 2.0
 
 
 # ---- the simulation ---------------------------------------------------------------------------
@@ -175,6 +208,21 @@ def test_the_model_s_cores_slow_the_front_and_the_door_refuses() -> None:
     flood, _ = simulate_front(_front(9.0, 0.2, None), model, _front_sim(250.0))
     assert flood.summary.refused == 0
     assert flood.summary.slo_attainment < sim.summary.slo_attainment
+
+
+def test_a_run_starts_from_the_limiter_the_run_before_it_left() -> None:
+    # live, the proxy's limiter outlives runs: a run after an overload starts with the small
+    # limit the overload taught it, and refuses more at first than a fresh proxy would
+    model = ModelCpu(_profile())
+    front = _front(9.0, 0.2, LimiterSettings())
+    over, _ = simulate_front(front, model, _front_sim(400.0))
+    assert over.door is not None and over.door.inflight == 0
+    learned = over.door.limit
+    assert learned < LimiterSettings().initial_limit
+    fresh, _ = simulate_front(front, model, _front_sim(150.0, 2.0))
+    after, _ = simulate_front(front, model, _front_sim(150.0, 2.0), over.door)
+    assert after.summary.refused > fresh.summary.refused
+    assert over.door.limit == learned  # each pass starts from a copy: the caller's is kept
 
 
 # ---- the checks -------------------------------------------------------------------------------

@@ -18,7 +18,9 @@ driving an unchanged `policies.schedulers` Scheduler object.
   limit is answered `refused` at once (429, latency 0) and adds `front_ms_per_refusal` of work
   to the front stage; an admitted call releases its slot when answered, with its latency from
   the send, as the proxy middleware does (deployments/ingress/front_door.py). The front
-  stage's time per call from the stack's measured CPU: app/sim/replica/front_door.py.
+  stage's time per call from the stack's measured CPU: app/sim/replica/front_door.py. Live,
+  the proxy's limiter lives as long as the proxy, across runs and redeploys: `door` hands a
+  run the limiter an earlier run left (`SimRun.door`), as the next run's proxy has it.
 - Like the live replica loop (deployments/classifier/loop.py): a full queue (`max_queued_items`)
   sheds the newcomer, items whose deadline has passed are answered deadline_exceeded before each
   decision (`expire_at_deadline`), and the load passed to `decide` is the replica's arrival rate
@@ -68,24 +70,27 @@ class SimRun:
     records: list[RequestRecord]
     summary: LoadSummary
     batches: list[BatchLog] = field(default_factory=list)
+    door: ConcurrencyLimiter | None = None  # the front door's limiter as the run left it
 
 
 def simulate(profile: Profile, make_scheduler: Callable[[int], Scheduler],
              arrivals_s: NDArray[Any], duration_s: float, config: SchedulerSimConfig,
              service_times: Callable[[str, int], float] | None = None,
-             stack: StackDelays | None = None) -> SimRun:
+             stack: StackDelays | None = None, door: ConcurrencyLimiter | None = None) -> SimRun:
     """Run every arrival through the replicas; returns one record per arrival and the summary.
 
     `service_times(variant, batch size)` -> seconds replaces the profile's batch times (e.g.
     `ServedTimes`, measured in a live replica); `stack` replaces the constant `overhead_ms` with
     per-call times sampled from observed calls (to the ingress, where the server's deadline
-    clock starts; on to the replica; and back to the client after the last batch)."""
+    clock starts; on to the replica; and back to the client after the last batch). `door`: the
+    front door's limiter to start from (used and changed; default a fresh one from
+    `config.front_door`)."""
     service = service_times or ServiceTimes(profile, config.service, config.max_batch_size,
                                             config.seed)
-    sim = _Simulation(profile, make_scheduler, arrivals_s, config, service, stack)
+    sim = _Simulation(profile, make_scheduler, arrivals_s, config, service, stack, door)
     sim.kernel.run()
     records = sim.records()
-    return SimRun(records, summarize(records, duration_s, config.slo_ms), sim.batches)
+    return SimRun(records, summarize(records, duration_s, config.slo_ms), sim.batches, sim.door)
 
 
 class _Simulation:
@@ -94,7 +99,8 @@ class _Simulation:
 
     def __init__(self, profile: Profile, make_scheduler: Callable[[int], Scheduler],
                  arrivals_s: NDArray[Any], cfg: SchedulerSimConfig,
-                 service: Callable[[str, int], float], stack: StackDelays | None) -> None:
+                 service: Callable[[str, int], float], stack: StackDelays | None,
+                 door: ConcurrencyLimiter | None = None) -> None:
         self.cfg = cfg
         self.send_s = [float(t) for t in np.asarray(arrivals_s, dtype=float)]
         self.service = service
@@ -107,7 +113,8 @@ class _Simulation:
         self.router = Router(cfg.routing, cfg.max_ongoing, cfg.seed)
         self.front = FrontStage(cfg.front_servers, cfg.front_s) if cfg.front_s > 0 else None
         self.calls = call_times(len(self.send_s), cfg.overhead_ms / 1000.0, stack)
-        self.door = None if cfg.front_door is None else ConcurrencyLimiter(cfg.front_door)
+        self.door = (None if cfg.front_door is None
+                     else door if door is not None else ConcurrencyLimiter(cfg.front_door))
         self.backlog: deque[int] = deque()  # calls waiting in the router
         self.answers: dict[int, Answer] = {}  # items answered, their call not yet complete
         self.left = [cfg.job_size] * len(self.send_s)  # items of each call not yet answered

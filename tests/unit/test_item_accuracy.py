@@ -1,0 +1,65 @@
+"""The simulator's accuracy on the items a run sent (app/bench/item_accuracy.py): which item a
+record carries (the load generator cycles through its items), what counts (answered ok within
+the SLO), variants the table lacks, and the checks that prefer it to the profile's accuracy."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.bench.item_accuracy import ItemTable, measure_items
+from app.bench.live_report import checks
+from app.sim.replica.request_metrics import RequestRecord, summarize
+
+
+def _rec(i: int, variant: str | None, latency_ms: float = 50.0,
+         outcome: str = "ok") -> RequestRecord:
+    return RequestRecord(index=i, scheduled_s=0.0, sent_s=0.0, outcome=outcome,
+                         latency_ms=latency_ms, variant=variant, expected_accuracy=0.5)
+
+
+TABLE = ItemTable({"big": (True, True, False, True), "small": (False, True, False, False)})
+
+
+def test_record_index_wraps_over_the_items_the_load_generator_cycles() -> None:
+    assert TABLE.items == 4
+    assert [TABLE.right("big", i) for i in range(6)] == [True, True, False, True, True, True]
+    assert TABLE.right("small", 5) is True and TABLE.right("other", 0) is None
+    assert TABLE.by_variant() == {"big": 0.75, "small": 0.25}
+
+
+def test_accuracy_counts_items_answered_in_time_on_their_own_variant() -> None:
+    recs = [_rec(0, "big"), _rec(1, "small"), _rec(2, "big"), _rec(3, "small"),
+            _rec(4, "big", latency_ms=250.0),  # late: not counted
+            _rec(5, None, outcome="refused"), _rec(6, "other")]  # refused; unknown variant
+    # counted: big@0 right, small@1 right, big@2 wrong, small@3 wrong -> 2 of 4
+    assert TABLE.accuracy(recs, slo_ms=200.0) == pytest.approx(0.5)
+    assert TABLE.accuracy([_rec(0, None, outcome="refused")], 200.0) is None
+
+
+def test_checks_compare_live_accuracy_with_the_sim_s_on_the_same_items() -> None:
+    live = [_rec(i, "big") for i in range(8)]
+    for r in live:
+        object.__setattr__(r, "label", 1)
+        object.__setattr__(r, "predicted", 1 if TABLE.right("big", r.index) else 0)
+    s_live = summarize(live, 1.0, 200.0)
+    sim_recs = [_rec(i, "big") for i in range(8)]
+    s_sim = summarize(sim_recs, 1.0, 200.0)
+    out = {"runs": {"static_2x": s_live, "x_2x": s_live}, "overhead": {"ratio": 1.0},
+           "memory": {"total_mib": 1.0}, "sim": {"sim_static_2x": s_sim, "sim_x_2x": s_sim}}
+    # on the profile's expected accuracy (0.5) the live 0.75 looks 25 points off
+    assert checks(out, "x")["sim_x_2x_accuracy_diff_pts"] == pytest.approx(25.0)
+    out["sim_item_accuracy"] = {"sim_x_2x": TABLE.accuracy(sim_recs, 200.0)}
+    res = checks(out, "x")
+    assert res["sim_x_2x_accuracy_diff_pts"] == pytest.approx(0.0)
+    assert res["fidelity"]["sim_x_2x"]["accuracy_sim_expected"] == pytest.approx(0.5)
+
+
+def test_measure_items_runs_every_variant_on_the_load_generator_s_items() -> None:
+    from pathlib import Path
+
+    models = Path(".cache/models")
+    if not (models / "family.json").exists():
+        pytest.skip("the family's trained models are not built here (bash scripts/run.sh builds them)")
+    table = measure_items("family", models, limit=16)
+    assert table.items == 16 and len(table.correct) >= 2
+    assert all(0.0 <= a <= 1.0 for a in table.by_variant().values())

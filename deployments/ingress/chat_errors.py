@@ -33,7 +33,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from deployments.ingress.errors import ERROR_TYPE_HEADER, ApiError
+from deployments.ingress.errors import ERROR_TYPE_HEADER, ApiError, retry_after_value
 
 CODES: dict[str, int] = {
     # the body
@@ -72,7 +72,7 @@ class ChatError(Exception):
     """Raised while a chat request is parsed or served; one OpenAI-shaped answer."""
 
     def __init__(self, code: str, message: str, param: str | None = None,
-                 status: int | None = None, retry_after_s: int | None = None) -> None:
+                 status: int | None = None, retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -93,7 +93,7 @@ class ChatError(Exception):
         `x-should-retry: false` on deadline_exceeded (the openai client obeys it)."""
         out = {ERROR_TYPE_HEADER: self.code}
         if self.retry_after_s is not None:
-            out["Retry-After"] = str(self.retry_after_s)
+            out["Retry-After"] = retry_after_value(self.retry_after_s)
         if self.code == "deadline_exceeded":
             out["x-should-retry"] = "false"
         return out

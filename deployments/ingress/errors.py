@@ -32,6 +32,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fastapi.responses import JSONResponse
@@ -57,7 +58,7 @@ class ApiError(Exception):
     """Raised inside request handling; turned into an ErrorResponse by the route wrapper."""
 
     def __init__(self, type_: str, message: str, field: str | None = None,
-                 status: int | None = None, retry_after_s: int | None = None) -> None:
+                 status: int | None = None, retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.type = type_
         self.message = message
@@ -73,13 +74,19 @@ class ApiError(Exception):
 ERROR_TYPE_HEADER = "X-Adaptserve-Error"  # every error answer names its type here too
 
 
+def retry_after_value(seconds: float) -> str:
+    """A `Retry-After` value: whole seconds, at least 1 (RFC 9110 delay-seconds is digits
+    only: "1.0" is no valid header, and urllib3's Retry rejects it)."""
+    return str(max(1, math.ceil(seconds)))
+
+
 def error_response(status: int, type_: str, message: str, field: str | None = None,
-                   retry_after_s: int | None = None) -> JSONResponse:
-    """The JSON answer; `retry_after_s` (whole seconds) becomes a `Retry-After` header."""
+                   retry_after_s: float | None = None) -> JSONResponse:
+    """The JSON answer; `retry_after_s` becomes a `Retry-After` header (`retry_after_value`)."""
     body = ErrorResponse(error=ErrorBody(type=type_, message=message, field=field))
     headers = {ERROR_TYPE_HEADER: type_}  # the front door reads it (front_door.py)
     if retry_after_s is not None:
-        headers["Retry-After"] = str(retry_after_s)
+        headers["Retry-After"] = retry_after_value(retry_after_s)
     return JSONResponse(status_code=status, content=body.model_dump(), headers=headers)
 
 

@@ -232,3 +232,17 @@ def test_models_page_beside_the_current_models_key() -> None:
 
 def test_done_is_the_sse_terminator() -> None:
     assert DONE == b"data: [DONE]\n\n"
+
+
+@pytest.mark.parametrize(("seconds", "header"), [(1.0, "1"), (0.2, "1"), (2.5, "3"), (7, "7")])
+def test_retry_after_is_whole_seconds_a_client_can_parse(seconds: float, header: str) -> None:
+    # a stage failure sets 1.0 s: "Retry-After: 1.0" is no RFC 9110 delay-seconds, and
+    # urllib3's Retry raises InvalidHeader on it; both error paths answer whole seconds
+    from urllib3.util.retry import Retry
+
+    from deployments.ingress.errors import error_response
+
+    chat = ChatError("replica_unavailable", "a stage failed", retry_after_s=seconds)
+    api = error_response(503, "unavailable", "no replica", retry_after_s=seconds)
+    assert chat.headers()["Retry-After"] == header == api.headers["retry-after"]
+    assert Retry().parse_retry_after(header) == float(header)

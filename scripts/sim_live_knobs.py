@@ -21,7 +21,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.bench.knobs_fidelity import KNOBS, STATES, bench_args, plot, read_cells, summary, table
+from app.bench.knobs_fidelity import (
+    KNOBS,
+    STATES,
+    bench_args,
+    plot,
+    read_cells,
+    repeat_table,
+    summary,
+    table,
+)
 from app.bench.loadgen_report import write_json
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,7 +63,12 @@ def figure(a: argparse.Namespace) -> int:
                             "--out", f"{name}.json", "--png", f"{name}.png"])
     rows, sources = read_cells(a.runs, a.knobs, a.states)
     print(table(rows))
-    write_json(a.out, {"command": " ".join(sys.argv), **summary(rows, sources)})
+    out = {"command": " ".join(sys.argv), **summary(rows, sources)}
+    if a.again is not None:  # the same cells measured a second time: the live figure's spread
+        again, _ = read_cells(a.again, a.knobs, a.states)
+        text, out["live_again"] = repeat_table(rows, again)
+        print("\nthe same cells measured again (live vs live):\n" + text)
+    write_json(a.out, out)
     plot(rows, a.png)
     print(f"wrote {a.out} and {a.png}")
     return 0 if all(r.within for r in rows) else 1
@@ -66,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--knobs", nargs="+", default=list(KNOBS), choices=list(KNOBS))
     p.add_argument("--states", nargs="+", default=list(STATES), choices=list(STATES))
     p.add_argument("--resim", action="store_true", help="redo each run's simulator phase first")
+    p.add_argument("--again", type=Path, default=None,
+                   help="a second measure's directory: the live figure run to run, cell by cell")
     p.add_argument("--out", type=Path, default=ROOT / "docs/data_sim_live_knobs.json")
     p.add_argument("--png", type=Path, default=ROOT / "docs/figures/sim_live_knobs.png")
     p.add_argument("cmd", nargs="?", choices=["figure", "measure"], default="figure",

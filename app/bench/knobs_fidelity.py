@@ -174,6 +174,28 @@ def plot(rows: Sequence[Row], png: Path) -> None:
     plt.close(fig)
 
 
+def repeat_table(first: Sequence[Row], again: Sequence[Row]) -> tuple[str, list[dict[str, Any]]]:
+    """The same cells measured twice (a second `measure` into another directory): how far the
+    live figure moves between two runs of the same command, against the 2-point tolerance."""
+    by_cell = {(r.knob, r.state, r.load): r for r in first}
+    out = []
+    lines = [f"{'knob':<7}{'machine':<8}{'load':<5}{'viol live %':>12}{'again %':>9}{'gap':>7}"
+             f"{'acc live':>9}{'again':>7}{'gap':>7}"]
+    for b in again:
+        a = by_cell.get((b.knob, b.state, b.load))
+        if a is None:
+            continue
+        gap_v = b.violation_live - a.violation_live
+        gap_a = 100.0 * (b.accuracy_live - a.accuracy_live)
+        out.append({"knob": b.knob, "state": b.state, "load": b.load,
+                     "violation_live": a.violation_live, "violation_again": b.violation_live,
+                     "violation_gap_pts": gap_v, "accuracy_gap_pts": gap_a})
+        lines.append(f"{b.knob:<7}{b.state:<8}{b.load:<5}{a.violation_live:>12.1f}"
+                     f"{b.violation_live:>9.1f}{gap_v:>+7.2f}{a.accuracy_live:>9.3f}"
+                     f"{b.accuracy_live:>7.3f}{gap_a:>+7.2f}")
+    return "\n".join(lines), out
+
+
 def read_cells(runs_dir: Path, knobs: Sequence[str], states: Sequence[str]
                ) -> tuple[list[Row], dict[str, str]]:
     """Every cell's rows from `<runs_dir>/<knob>_<state>.json` (cells not run: skipped)."""

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from app.bench.knobs_fidelity import Row, bench_args, read_cells, rows_of, summary, table
+from app.bench.knobs_fidelity import (
+    Row,
+    bench_args,
+    read_cells,
+    repeat_table,
+    rows_of,
+    summary,
+    table,
+)
 
 
 def test_each_cell_is_one_bench_live_run_with_its_machine_state() -> None:
@@ -75,3 +83,15 @@ def test_row_is_frozen() -> None:
     r = Row("otas", "quiet", "1x", 1.0, 0.0, 0.9, 0.9, 1.0, 1.0)
     with pytest.raises(AttributeError):
         r.knob = "x"  # type: ignore[misc]
+
+
+def test_the_same_cells_measured_again_give_the_live_figure_s_own_spread() -> None:
+    first = [Row("otas", "quiet", "1x", 1.0, 0.0, 0.85, 0.85, 9.0, 9.5),
+             Row("otas", "quiet", "2x", 1.0, 0.0, 0.84, 0.85, 55.0, 56.0)]
+    again = [Row("otas", "quiet", "2x", 1.0, 0.0, 0.86, 0.85, 51.5, 56.0),
+             Row("mosel", "quiet", "2x", 1.0, 0.0, 0.77, 0.77, 50.0, 50.0)]  # not in `first`
+    text, rows = repeat_table(first, again)
+    assert len(rows) == 1 and rows[0]["load"] == "2x"
+    assert rows[0]["violation_gap_pts"] == pytest.approx(-3.5)
+    assert rows[0]["accuracy_gap_pts"] == pytest.approx(2.0)
+    assert "-3.50" in text

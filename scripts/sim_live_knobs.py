@@ -58,7 +58,7 @@ def figure(a: argparse.Namespace) -> int:
         for state in a.states:
             for knob in a.knobs:
                 name = a.runs / f"{knob}_{state}"
-                if (a.runs / f"{name.name}.json").exists():
+                if name.with_suffix(".json").exists():
                     _bench(["--resim", f"{name}.json", "--records", str(name),
                             "--out", f"{name}.json", "--png", f"{name}.png"])
     rows, sources = read_cells(a.runs, a.knobs, a.states)

@@ -23,10 +23,10 @@ from typing import Any
 
 from app.sim.generation.autoscale import Autoscaling, PolicyTiming
 from app.sim.generation.autoscale_day import MODSERVE, MONOLITH, DaySpec, day_summary, run_day
+from app.sim.generation.modserve_profiles import MONOLITH_TP
 
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = "static-128"
-MAX_REPLICAS = 32  # 128 A100s / TP-4
 
 
 def figure_day(fig: dict[str, Any], model: str) -> DaySpec:
@@ -44,7 +44,8 @@ def figure_day(fig: dict[str, Any], model: str) -> DaySpec:
 def monolith_day(model: str, day: DaySpec, setting: str) -> dict[str, Any]:
     t0 = time.time()
     if setting == STATIC:
-        auto = replace(day.auto, min_replicas=MAX_REPLICAS)  # min = max: 32 replicas all day
+        # min = max: the whole budget all day (32 TP-4 replicas of 128 A100s)
+        auto = replace(day.auto, min_replicas=day.auto.max_accelerators // MONOLITH_TP)
     else:
         auto = replace(day.auto, target_utilization=float(setting))
     setup, _, runs = run_day(model, replace(day, auto=auto), systems=(MONOLITH,))
@@ -82,7 +83,7 @@ def main() -> None:
                               for c, v in r["classes"].items())
                   + f", meets {r['meets_slo']} ({r['seconds']:.0f} s)")
         verdict = (f"saving at the same SLO {100 * out['models'][model]['saving_at_same_slo']:.1f}%"
-                   if best else f"no monolith within {4 * MAX_REPLICAS} GPUs meets the SLO")
+                   if best else f"no monolith within {day.auto.max_accelerators} GPUs meets the SLO")
         print(f"  -> {verdict}")
     a.json.write_text(json.dumps(out, indent=1))
     print(f"wrote {a.json}")

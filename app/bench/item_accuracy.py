@@ -14,13 +14,12 @@ the same quantity the live run measures, from the same held-out data, never from
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.bench.loadgen import HELD_OUT_ITEMS
 from app.sim.replica.request_metrics import RequestRecord
-
-LOADGEN_ITEMS = 512  # app/bench/loadgen.py payloads_from_model's default limit
 
 
 @dataclass(frozen=True)
@@ -51,17 +50,18 @@ class ItemTable:
 
 
 def measure_items(family: str, models_dir: str | Path, task: str | None = None,
-                  limit: int = LOADGEN_ITEMS, batch_size: int = 32) -> ItemTable:
+                  limit: int = HELD_OUT_ITEMS, batch_size: int = 32) -> ItemTable:
     """Run every variant of `family` on the load generator's items (torch, one thread)."""
     import torch
 
     from deployments.models.registry import load_model
+    from profiling.measure import decode_examples
 
     torch.set_num_threads(1)
     model = load_model(family, cache_dir=Path(models_dir))
     task = task or model.tasks()[0]
     examples = model.examples("test", task, limit=limit)
-    items = [model.decode(e.inputs, task) for e in examples]
+    items = decode_examples(model, examples, task)
     labels = [e.label for e in examples]
     correct: dict[str, tuple[bool, ...]] = {}
     with torch.inference_mode():
@@ -72,8 +72,3 @@ def measure_items(family: str, models_dir: str | Path, task: str | None = None,
             correct[v.name] = tuple(p.label == y for p, y in zip(preds, labels, strict=True))
     return ItemTable(correct)
 
-
-def table_dict(table: ItemTable, names: Sequence[str] | None = None) -> dict[str, float]:
-    """Per-variant accuracy on the items (for the JSON), optionally only `names`."""
-    acc = table.by_variant()
-    return {v: a for v, a in acc.items() if names is None or v in names}

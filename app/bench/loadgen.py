@@ -261,7 +261,10 @@ def run_load(cfg: LoadgenConfig, payloads: list[Payload]) -> LoadResult:
     return asyncio.run(run_load_async(cfg, payloads))
 
 
-def payloads_from_model(cfg: LoadgenConfig, limit: int = 512,
+HELD_OUT_ITEMS = 512  # the test examples a run cycles through (payloads_from_model)
+
+
+def payloads_from_model(cfg: LoadgenConfig, limit: int = HELD_OUT_ITEMS,
                         models_dir: str | None = None) -> list[Payload]:
     """Held-out test examples of the model family (wire form, with labels) as payloads."""
     from deployments.models.registry import load_model

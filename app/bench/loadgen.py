@@ -80,6 +80,7 @@ def trace_data_dir(trace: TraceSpec, override: str | Path | None = None) -> Path
 
 REQUEST_START = "X-Request-Start"
 REFUSAL_STATUSES = (429, 503)
+HELD_OUT_ITEMS = 512  # the test examples a run cycles through (payloads_from_model)
 
 
 def request_start_value(unix_s: float) -> str:
@@ -259,9 +260,6 @@ async def run_load_async(cfg: LoadgenConfig, payloads: list[Payload]) -> LoadRes
 def run_load(cfg: LoadgenConfig, payloads: list[Payload]) -> LoadResult:
     """Replay the trace against `cfg.url` (blocking); see module doc."""
     return asyncio.run(run_load_async(cfg, payloads))
-
-
-HELD_OUT_ITEMS = 512  # the test examples a run cycles through (payloads_from_model)
 
 
 def payloads_from_model(cfg: LoadgenConfig, limit: int = HELD_OUT_ITEMS,

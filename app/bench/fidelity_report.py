@@ -36,7 +36,8 @@ def table(runs: list[dict[str, Any]]) -> str:
                          f"{pc['competitors']:.2f} busy (CPU from {c['cpu_terms_from']})")
         lines.append(f"  {'system':19} {'req/s':>5} {'live P50':>8} {'live P99':>8} "
                      f"{'(P99 5-95%)':>13} {'stages':>6} {'+path':>6} {'sim P50':>7} "
-                     f"{'sim P99':>7} {'err %':>6} {'+spread':>7} {'err %':>6}  verdict")
+                     f"{'sim P99':>7} {'err %':>6} {'+spread':>7} {'err %':>6} {'shared':>7} "
+                     f"{'err %':>6}  verdict")
         for r in run["rows"]:
             lv, sim = r["live"], r["sim"]
             best = sim[HEADLINE(sim)]
@@ -48,9 +49,11 @@ def table(runs: list[dict[str, Any]]) -> str:
                 f"{_ms(best['ttft_p50_ms']):>7} {_ms(best['ttft_p99_ms']):>7} "
                 f"{_pct(r['p99_error_pct']):>6} "
                 f"{_ms(sim[HEADLINE(sim) + '+spread']['ttft_p99_ms']):>7} "
-                f"{_pct(r['p99_error_pct_spread']):>6}  "
+                f"{_pct(r['p99_error_pct_spread']):>6} "
+                f"{_ms(sim.get('shared', {}).get('ttft_p99_ms')):>7} "
+                f"{_pct(r.get('p99_error_pct_shared')):>6}  "
                 f"{'(calibration) ' if r['calibration'] else ''}{r['verdict']} | "
-                f"+spread: {r['verdict_spread']}")
+                f"+spread: {r['verdict_spread']} | shared: {r.get('verdict_shared', '-')}")
     return "\n".join(lines)
 
 
@@ -112,10 +115,10 @@ def plot(runs: list[dict[str, Any]], burst: dict[str, Any] | None, demo: dict[st
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     rows = [r for run in runs for r in run["rows"] if not r["calibration"]]
     out: dict[str, Any] = {"predicted_rows": len(rows)}
-    for key in ("verdict", "verdict_spread"):
+    for key in ("verdict", "verdict_spread", "verdict_shared"):
         counts: dict[str, int] = {}
         for r in rows:
-            counts[r[key]] = counts.get(r[key], 0) + 1
+            counts[r.get(key, "-")] = counts.get(r.get(key, "-"), 0) + 1
         out["by_" + key] = counts
     return out
 

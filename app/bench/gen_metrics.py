@@ -170,6 +170,8 @@ def checks(ramps: Mapping[str, Sequence[RunStats]], slo_ms: float, full: str = "
     light = {n: min(r, key=lambda x: x.rate_rps) for n, r in ramps.items() if r}
     fig["light_load_ttft_p50_ms"] = {n: s.ttft_p50_ms for n, s in light.items()}
     base = light.get("vllm-serve")
+    fig["light_load_ttft_p50_x_vllm"] = {  # Serve's floor systems (gen_floor.py) included
+        n: _ratio(s.ttft_p50_ms, base.ttft_p50_ms if base else None) for n, s in light.items()}
     for name, factor in ((monolith, 1.2), ("decoupled", 1.3), (full, 1.3)):
         ok[f"{name}_light_ttft_within_{factor:g}x_vllm"] = _le(
             light[name].ttft_p50_ms if name in light else None,

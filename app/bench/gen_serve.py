@@ -3,8 +3,8 @@
     python -m app.bench.gen_serve SPEC_JSON      (app/bench/gen_systems.py writes SPEC_JSON)
 
 A fresh local Ray (never another cluster; session files under /tmp/genbench/<system>) and
-Serve on the spec's port, then our app (serve_config.yaml's args with `generation:` set) or
-Ray Serve LLM (`build_openai_app`); it prints READY and serves until SIGTERM, then shuts Serve
+Serve on the spec's port, then our app (serve_config.yaml's args with `generation:` set),
+Ray Serve LLM (`build_openai_app`) or Serve's floor (app/bench/gen_floor.py, no model); it prints READY and serves until SIGTERM, then shuts Serve
 and Ray down. The driver probes readiness over HTTP itself.
 """
 
@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from app.bench import live as lb
+from app.bench.gen_floor import FLOOR_KINDS
+from app.bench.gen_floor import deploy as deploy_floor
 from app.bench.gen_systems import ABLATION, SystemSpec, app_args, llm_config
 
 log = logging.getLogger(__name__)
@@ -51,7 +53,9 @@ def serve_until_term(spec: SystemSpec) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
-        took = deploy_ours(spec) if spec.name in ABLATION else deploy_ray_llm(spec)
+        took = (deploy_ours(spec) if spec.name in ABLATION
+                else deploy_floor(spec.name, spec.model_name, spec.base_url)
+                if spec.name in FLOOR_KINDS else deploy_ray_llm(spec))
         print(f"READY {spec.name} deployed in {took:.1f} s (Ray session files in {temp})",
               flush=True)
         while not stop.wait(1.0):

@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 
 from app.bench.gen_client import Prepared, StreamState, open_loop
+from app.bench.gen_floor import ANSWER, FLOOR_KINDS, build, sse_chunks
 from app.bench.gen_metrics import (
     RunStats,
     checks,
@@ -132,6 +133,18 @@ def test_stream_state_reads_chunks_usage_done_and_errors() -> None:
     bad = StreamState()
     bad.feed('data: {"error": {"message": "boom", "code": "deadline_exceeded"}}', 0.0)
     assert "deadline_exceeded" in bad.error
+
+
+def test_serve_floor_streams_what_the_client_reads_as_one_answer() -> None:
+    st = StreamState()
+    for i, chunk in enumerate(sse_chunks("vlm", 123)):
+        for line in chunk.splitlines():
+            st.feed(line, float(i))
+    assert ("".join(st.text), st.first_token_time(), st.done, st.error) == (ANSWER, 0.0, True, "")
+    assert (st.prompt_tokens, st.completion_tokens) == (123, 1)
+    with pytest.raises(ValueError, match="serve-floor-1hop"):
+        build("serve-floor-3hop", "vlm")
+    assert FLOOR_KINDS == ("serve-floor-1hop", "serve-floor-2hop")
 
 
 async def _fake_openai(request: web.Request) -> web.StreamResponse:

@@ -64,9 +64,12 @@ class _Queue:
 class EncoderStage:
     def __init__(self, cfg: GenSimConfig, profile: EncoderProfile, kernel: Kernel,
                  pool_factory: Callable[..., ReplicaPool], deadline_s: list[float],
-                 after_s: list[float], on_request: Callable[[int, float, bool], None]) -> None:
-        """`on_request(request, now_s, ok)`: all of a request's images are answered."""
+                 after_s: list[float], on_request: Callable[[int, float, bool], None],
+                 stretch: Callable[[str, float], float] | None = None) -> None:
+        """`on_request(request, now_s, ok)`: all of a request's images are answered;
+        `stretch`: as the LLM stage's (llm.py)."""
         self.cfg = cfg
+        self.stretch = stretch
         self.profile = profile
         self.kernel = kernel
         self.deadline_s = deadline_s
@@ -133,8 +136,10 @@ class EncoderStage:
                     continue
             self.busy[k] = True
             self.current[k] = batch
-            self.kernel.at(now_s + self._batch_s[len(batch)], BATCH_DONE_PRIORITY,
-                           self._batch_done, k)
+            took = self._batch_s[len(batch)]
+            if self.stretch is not None:
+                took *= self.stretch("encoder", now_s)
+            self.kernel.at(now_s + took, BATCH_DONE_PRIORITY, self._batch_done, k)
             return
         self.busy[k] = False
         self.pool.work_done(k, now_s)

@@ -39,6 +39,7 @@ from numpy.typing import NDArray
 
 from app.sim.generation.config import GenSimConfig
 from app.sim.generation.requests import GenRequest
+from app.sim.generation.shared_cores import Occupancy, StageContention, processor_sharing
 from app.sim.generation.sim import ARRIVAL_PRIORITY, GenerationSim, GenSimResult
 from app.sim.generation.workload import TraceArrays
 from policies.generation.image_split import image_groups
@@ -104,10 +105,13 @@ class PathCosts:
     cpu_share: float = 1.0  # CPU seconds on the host cores per second of path latency
     host_cores: float = 0.0  # cores that CPU work shares; 0: no contention
     competitors: float = 0.0  # other threads always wanting those cores (busy cores' worth)
+    engine_cores: float = 0.0  # of the competitors, vLLM's engine's
+    path_threads: float = 0.0  # the processes the path's work runs in (0: one per request)
+    stages_share: bool = False  # the stages' threads share the cores too (shared_cores.py)
 
     def __post_init__(self) -> None:
         if min(self.fixed_ms, self.per_hop_ms, self.per_image_ms, self.host_cores,
-               self.competitors) < 0 \
+               self.competitors, self.engine_cores, self.path_threads) < 0 \
                 or not 0.0 <= self.cpu_share < math.inf:
             raise ValueError(f"path costs and cpu_share must be finite and >= 0: {self}")
 
@@ -123,50 +127,31 @@ class PathCosts:
 
     def path_s(self, arrival_s: Sequence[float], latency_s: Sequence[float]) -> list[float]:
         """Each request's time from arrival to the stages (module docstring)."""
+        return self.path_and_cpu_done(arrival_s, latency_s)[0]
+
+    def path_and_cpu_done(self, arrival_s: Sequence[float], latency_s: Sequence[float]
+                          ) -> tuple[list[float], list[float]]:
+        """`path_s`, and when each request's CPU work is done (its arrival without any)."""
         cpu_s = [x * self.cpu_share for x in latency_s]
         if self.cpu_share <= 0:
-            return list(latency_s)
-        done = processor_sharing(arrival_s, cpu_s, self.host_cores, self.competitors)
+            return list(latency_s), list(arrival_s)
+        done = processor_sharing(arrival_s, cpu_s, self.host_cores, self.competitors,
+                                 self.path_threads)
         out = []
         for d, a, x, c in zip(done, arrival_s, latency_s, cpu_s, strict=True):
             alone = c / self.alone_rate  # its CPU work's sojourn with no other request
             critical = min(x, alone)
             out.append(x - critical + critical * (float(d) - a) / alone if alone > 0 else x)
-        return out
+        return out, done.tolist()
 
-
-def processor_sharing(arrival_s: Sequence[float], work_s: Sequence[float], cores: float,
-                      competitors: float = 0.0) -> NDArray[np.float64]:
-    """Departure times of jobs on `cores` processor-shared cores that `competitors` always
-    runnable threads (other processes) also want: with n jobs present each progresses at
-    min(1, cores / (n + competitors)) of a core. `cores` 0: no sharing (departure = arrival +
-    work)."""
-    arr = np.asarray(arrival_s, np.float64)
-    work = np.asarray(work_s, np.float64)
-    if cores <= 0:
-        return arr + work
-    order = np.argsort(arr, kind="stable")
-    done = np.full(arr.size, np.nan)
-    left: dict[int, float] = {}
-    t, k = 0.0, 0
-    while k < arr.size or left:
-        rate = min(1.0, cores / (len(left) + competitors)) if left else 0.0
-        j = min(left, key=left.__getitem__) if left else -1
-        t_done = t + left[j] / rate if left else math.inf
-        t_next = float(arr[order[k]]) if k < arr.size else math.inf
-        step = (min(t_done, t_next) - t) * rate
-        for i in left:
-            left[i] -= step
-        if t_done <= t_next:
-            t = t_done
-            for i in [i for i, w in left.items() if w <= 1e-12 or i == j]:
-                done[i] = t
-                del left[i]
-        else:
-            t = t_next
-            left[int(order[k])] = float(work[order[k]])
-            k += 1
-    return done
+    def stage_contention(self, arrival_s: Sequence[float], cpu_done_s: Sequence[float]
+                         ) -> StageContention | None:
+        """The stages' stretch (shared_cores.py) where they share the cores, else None."""
+        if not self.stages_share or self.host_cores <= 0:
+            return None
+        return StageContention(self.host_cores, Occupancy.of(arrival_s, cpu_done_s),
+                               max(0.0, self.competitors - self.engine_cores), self.engine_cores,
+                               self.path_threads)
 
 
 class LiveGenerationSim(GenerationSim):
@@ -179,7 +164,12 @@ class LiveGenerationSim(GenerationSim):
         super().__init__(workload, profiles, config, **kwargs)  # cooperative (live_replay.py)
         self.costs = costs
         latency_s = [costs.latency_ms(m, image_hops(m, config)) / 1000.0 for m in self.images]
-        self.path_s = costs.path_s(self.arrival, latency_s)
+        self.path_s, cpu_done = costs.path_and_cpu_done(self.arrival, latency_s)
+        self.contention = costs.stage_contention(self.arrival, cpu_done)
+        if self.contention is not None:
+            self.llm.stretch = self.contention
+            if self.encoder is not None:
+                self.encoder.stretch = self.contention
         if extra_ms is not None:
             self.path_s = [max(0.0, p + x / 1000.0)
                            for p, x in zip(self.path_s, extra_ms, strict=True)]

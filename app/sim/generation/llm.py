@@ -68,9 +68,13 @@ class LLMStage:
     def __init__(self, cfg: GenSimConfig, profile: LLMProfile, vision: EncoderProfile | None,
                  kernel: Kernel, pool_factory: Callable[..., ReplicaPool], work: LLMWork,
                  on_first: Callable[[int, float], None], on_done: Callable[[int, float], None],
-                 on_lost: Callable[[int, float], None]) -> None:
-        """`vision`: the monolith's vision tower (None: the disaggregated LLM stage)."""
+                 on_lost: Callable[[int, float], None],
+                 stretch: Callable[[str, float], float] | None = None) -> None:
+        """`vision`: the monolith's vision tower (None: the disaggregated LLM stage);
+        `stretch(stage, now_s)`: how much longer than its profile an iteration starting now
+        takes (shared cores, app/sim/generation/live_fit.py; None: never)."""
         self.cfg = cfg
+        self.stretch = stretch
         self.profile = profile
         self.vision = vision
         self.kernel = kernel
@@ -179,6 +183,8 @@ class LLMStage:
             duration_s += self.profile.prefill_time_ms(tokens) / 1000.0
         if images and self.vision is not None:
             duration_s += self._vision_time_s(images)
+        if self.stretch is not None:
+            duration_s *= self.stretch("llm", now_s)
         rep.admitted = admitted
         rep.busy = True
         self.iterations += 1

@@ -83,7 +83,10 @@ def simulate(workload: TraceArrays | Sequence[GenRequest], profiles: StageProfil
 
 class GenerationSim:
     def __init__(self, workload: TraceArrays | Sequence[GenRequest], profiles: StageProfiles,
-                 config: GenSimConfig) -> None:
+                 config: GenSimConfig,
+                 stretch: Callable[[str, float], float] | None = None) -> None:
+        """`stretch(stage, now_s)`: how much longer than the profile a step of "llm" or
+        "encoder" starting now takes (e.g. cores shared with the live path: live_fit.py)."""
         trace = workload if isinstance(workload, TraceArrays) else \
             TraceArrays.from_requests(list(workload))
         self.cfg = cfg = config
@@ -105,14 +108,15 @@ class GenerationSim:
                   for t, m in zip(trace.text_tokens.tolist(), self.images, strict=True)]
         work = LLMWork(deadline, prompt, self.images, trace.output_tokens.tolist())
         self.llm = LLMStage(cfg, profiles.llm, profiles.encoder if cfg.monolith else None,
-                            self.kernel, self._pool, work, self._first, self._done, self._lost)
+                            self.kernel, self._pool, work, self._first, self._done, self._lost,
+                            stretch)
         self.encoder: EncoderStage | None = None
         if not cfg.monolith:
             after = [profiles.llm.prefill_time_ms(p) / 1000.0 + m * cfg.transfer_ms_per_image
                      / 1000.0 for p, m in zip(prompt, self.images, strict=True)] \
                 if cfg.drop_lost else [0.0] * n
             self.encoder = EncoderStage(cfg, profiles.encoder, self.kernel, self._pool,
-                                        deadline, after, self._encoded)
+                                        deadline, after, self._encoded, stretch)
         self.kernel.feed(self.arrival, ARRIVAL_PRIORITY, self._arrive)
         self._last_s = 0.0
 

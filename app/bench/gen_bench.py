@@ -17,7 +17,7 @@ from typing import Any
 from app.bench import http
 from app.bench.front import code_version
 from app.bench.gen_client import GenRecord, Prepared, run_open_loop, run_sequential
-from app.bench.gen_metrics import RunStats, checks, run_stats
+from app.bench.gen_metrics import RunStats, checks, run_stats, stage_means_ms, stage_totals
 from app.bench.gen_payloads import ImageUrls, ModelSetup, body, headers, image_size_px, model_setup
 from app.bench.gen_systems import EngineBudget, Running, SystemSpec, log_tail, start, stop
 from app.bench.gen_workload import GenRequest, WorkloadSpec, describe, make_workload
@@ -120,16 +120,27 @@ def run_rate(name: str, url: str, rate: float, s: GenBenchSettings, setup: Model
     reqs = make_workload(spec, setup.shape, setup.pool)
     prepared = prepare(reqs, urls, s.model_name)
     cpu0, load0 = time.process_time(), os.getloadavg()[0]
+    stages0 = _stages(url)
     records = run_open_loop(url, prepared, headers(s.slo_ms), s.request_timeout_s)
     stats = run_stats(name, rate, s.duration_s, records, s.slo_ms)
     _save(s.out_dir / "records" / f"{name.replace('+', '_')}_{rate:g}.jsonl", records)
     extra = {"workload": describe(reqs), "client_cpu_s": time.process_time() - cpu0,
              "loadavg_1m_before": load0, "loadavg_1m_after": os.getloadavg()[0],
-             "first_errors": [f"{r.status}: {r.error}" for r in records if not r.ok][:5]}
+             "first_errors": [f"{r.status}: {r.error}" for r in records if not r.ok][:5],
+             "stage_mean_ms": stage_means_ms(stages0, _stages(url))}
     log.info("%s @ %g rps: sent %d ok %d err %s | TTFT p50 %s p99 %s ms | attain %s | acc %s",
              name, rate, stats.sent, stats.ok, stats.errors, _r(stats.ttft_p50_ms),
              _r(stats.ttft_p99_ms), _r(stats.slo_attainment, 3), _r(stats.accuracy, 3))
     return stats, extra
+
+
+def _stages(chat_url: str) -> dict[str, tuple[float, float]]:
+    """Our ingress's stage timing totals (its /metrics); {} for the peers (none there)."""
+    try:
+        r = http.get(chat_url.rsplit("/v1/", 1)[0] + "/metrics", timeout_s=5.0)
+    except http.HttpTransportError:
+        return {}
+    return stage_totals(r.text) if r.status_code == 200 else {}
 
 
 def _r(x: float | None, nd: int = 1) -> str:

@@ -216,3 +216,32 @@ def _accuracy_holds(ramps: Mapping[str, Sequence[RunStats]], light: Mapping[str,
             if ref is not None and s.accuracy is not None:
                 verdicts.append(s.accuracy >= ref - drop)
     return all(verdicts) if verdicts else None
+
+
+STAGE_SERIES = "adaptserve_chat_stage_seconds"
+
+
+def stage_totals(prometheus_text: str) -> dict[str, tuple[float, float]]:
+    """{"path/stage": (sum seconds, count)} of our ingress's `adaptserve_chat_stage_seconds`
+    (deployments/ingress/metrics.py) in a /metrics page; {} where there is none."""
+    out: dict[str, list[float]] = {}
+    for line in prometheus_text.splitlines():
+        for part, k in (("_sum{", 0), ("_count{", 1)):
+            if line.startswith(STAGE_SERIES + part):
+                labels = dict(kv.split("=", 1) for kv in
+                              line[line.index("{") + 1:line.index("}")].split(","))
+                key = f"{labels['path'].strip(chr(34))}/{labels['stage'].strip(chr(34))}"
+                out.setdefault(key, [0.0, 0.0])[k] = float(line.rsplit(" ", 1)[1])
+    return {key: (v[0], v[1]) for key, v in out.items()}
+
+
+def stage_means_ms(before: dict[str, tuple[float, float]],
+                   after: dict[str, tuple[float, float]]) -> dict[str, float]:
+    """Mean ms per stage of the requests between two scrapes."""
+    out = {}
+    for key, (total, count) in after.items():
+        t0, c0 = before.get(key, (0.0, 0.0))
+        if count > c0:
+            out[key] = round((total - t0) / (count - c0) * 1000.0, 3)
+    return out
+

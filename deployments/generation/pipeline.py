@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,18 +40,33 @@ class ChatJob:
     ttft_deadline_s: float
 
 
+@dataclass(frozen=True)
+class StageTiming:
+    """Where one request's time to its first chunk went, as the ingress sees it (the
+    `adaptserve_chat_stage_seconds` histogram, deployments/ingress/metrics.py)."""
+
+    path: str  # "monolith" or "disaggregated"
+    images: int
+    encode_s: float | None  # the encoder calls: sent -> all answered (None: none made)
+    encoder_busy_s: float | None  # of that, inside the slowest group's encoder replica
+    first_chunk_s: float  # the LLM call -> its first chunk (pull + engine + the hop)
+
+
 class GenerationPipeline:
     def __init__(self, llm: Any, encoder: Any | None, tokens_per_image: int,
-                 count_image_tokens: bool = True, fan_out: int = 1) -> None:
+                 count_image_tokens: bool = True, fan_out: int = 1,
+                 on_timing: Callable[[StageTiming], None] | None = None) -> None:
         """`encoder` None: the monolith (images go to the LLM replica as bytes).
         `count_image_tokens`: the LLM router's cost counts image tokens (decoder-only models)
         or text tokens only (cross-attention models). `fan_out`: the most encoder calls one
-        request's images are split into (the encoder replicas)."""
+        request's images are split into (the encoder replicas). `on_timing`: told each
+        request's `StageTiming` once its first chunk is in."""
         self.llm = llm.options(stream=True)
         self.encoder = encoder
         self.tokens_per_image = tokens_per_image
         self.count_image_tokens = count_image_tokens
         self.fan_out = max(1, fan_out)
+        self.on_timing = on_timing
 
     @property
     def path(self) -> str:
@@ -66,16 +82,33 @@ class GenerationPipeline:
     async def run(self, job: ChatJob) -> AsyncIterator[GenChunk]:
         call = self.call_of(job)
         images: list[Any] = list(job.images)
+        encode_s = busy_s = None
         if job.images and self.encoder is not None:
+            start = time.perf_counter()
             encoded = await self._encode(job)
+            encode_s = time.perf_counter() - start
+            busy_s = max(e.encode_ms for e in encoded) / 1000.0
             bad = next((e for e in encoded if e.status != "ok"), None)
             if bad is not None:
                 yield GenChunk(finished=True, status=IMAGE_STATUS[bad.status],  # type: ignore[arg-type]
                                message=bad.message)
                 return
             images = [e.ref for e in encoded]
+        start, first = time.perf_counter(), True
         async for chunk in self.llm.generate.remote(call, images):
+            if first:
+                first = False
+                self._timing(StageTiming(self.path, len(job.images), encode_s, busy_s,
+                                         time.perf_counter() - start))
             yield chunk
+
+    def _timing(self, timing: StageTiming) -> None:
+        if self.on_timing is None:
+            return
+        try:  # a metrics hook never costs a request its answer
+            self.on_timing(timing)
+        except Exception:
+            log.exception("stage timing hook failed")
 
     async def _encode(self, job: ChatJob) -> list[EncodedImage]:
         calls = [self.encoder.encode.remote(

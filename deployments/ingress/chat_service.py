@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from deployments.generation.pipeline import ChatJob, GenerationPipeline
+from deployments.generation.pipeline import ChatJob, GenerationPipeline, StageTiming
 from deployments.generation.prompt import PromptRenderer
 from deployments.generation.wire import GenChunk
 from deployments.ingress.chat_answers import (
@@ -164,8 +164,10 @@ def _stage_failure(exc: BaseException) -> ChatError:
 
 
 
-def chat_service(graph: Any, http: Any) -> ChatService:
-    """The service of an `app.chat_graph.ChatGraph` (settings, prompt files, stage handles)."""
+def chat_service(graph: Any, http: Any,
+                 on_timing: Callable[[StageTiming], None] | None = None) -> ChatService:
+    """The service of an `app.chat_graph.ChatGraph` (settings, prompt files, stage handles);
+    `on_timing`: each request's stage timing (the ingress's metrics)."""
     from deployments.ingress.chat_config import GenerationConfig
 
     cfg = dict(graph.config)
@@ -174,7 +176,7 @@ def chat_service(graph: Any, http: Any) -> ChatService:
     renderer = PromptRenderer(graph.prompt_files)
     pipeline = GenerationPipeline(graph.llm, graph.encoder, renderer.facts.tokens_per_image,
                                   count_image_tokens=g.architecture == "decoder_only",
-                                  fan_out=g.encoder.fan_out)
+                                  fan_out=g.encoder.fan_out, on_timing=on_timing)
     model = ChatModel(g.model, context, g.min_ttft_ms, renderer, pipeline)
     return ChatService(model, g.limits, JsonLimits(http.max_json_depth,
                                                    http.max_json_number_chars))

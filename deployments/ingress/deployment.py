@@ -258,7 +258,8 @@ class Ingress:
         self.service = IngressService(catalog, self.http, routes, admission, self.metrics,
                                       path.coalesce_max_calls, max_bytes, self.liveness)
         self.controller = controller
-        self.chat = None if chat is None else chat_service(chat, self.http)
+        self.chat = None if chat is None else chat_service(chat, self.http,
+                                                           self.metrics.observe_chat_stages)
         self.probes = {n: with_transport(h, transport) for n, h in probes.items()}
         self.ready: set[str] = set()
         self.autoscaling = LedgerView(_app_name())

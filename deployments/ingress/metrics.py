@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from deployments.generation.pipeline import StageTiming
 from deployments.ingress.clock import Arrival, StartSource
 from policies.liveness import FamilyHealth
 
@@ -43,6 +44,20 @@ class IngressMetrics:
             "adaptserve_family_up", "1 while the family has a live replica as this ingress sees "
             "it (up or suspect), 0 while starting or down (its requests get 503 unavailable)",
             ["family"], registry=self.registry)
+
+        self.chat_stage = Histogram(
+            "adaptserve_chat_stage_seconds",
+            "a chat request's time to its first chunk by stage, as the ingress sees it: encode "
+            "(the encoder calls, sent -> all answered), encoder_busy (of that, inside the "
+            "slowest encoder replica), first_chunk (the LLM call -> its first chunk)",
+            ["path", "stage"], registry=self.registry, buckets=PRE_INGRESS_BUCKETS_S)
+
+    def observe_chat_stages(self, t: StageTiming) -> None:
+        if t.encode_s is not None:
+            self.chat_stage.labels(t.path, "encode").observe(t.encode_s)
+        if t.encoder_busy_s is not None:
+            self.chat_stage.labels(t.path, "encoder_busy").observe(t.encoder_busy_s)
+        self.chat_stage.labels(t.path, "first_chunk").observe(t.first_chunk_s)
 
     def observe(self, route: str, code: int, seconds: float) -> None:
         self.requests.labels(route, str(code)).inc()

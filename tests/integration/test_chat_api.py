@@ -127,3 +127,20 @@ def test_unknown_model_and_too_many_images(server: Server, examples: Any) -> Non
 def test_server_still_answers_after_bad_input(client: Any, examples: Any) -> None:
     text, pngs, _ = examples["digit"][0]
     assert ask(client, text, pngs).choices[0].message.content
+
+
+def test_metrics_show_where_a_chat_requests_time_went(server: Server, client: Any,
+                                                      examples: Any) -> None:
+    from app.bench.gen_metrics import stage_totals
+
+    before = stage_totals(server.get("/metrics").text)
+    text, pngs, _ = examples["digit"][0]
+    assert ask(client, text, pngs).choices[0].message.content
+    after = stage_totals(server.get("/metrics").text)
+    entries = server.get("/v1/models").json()["data"]
+    kind = next(m for m in entries if m["id"] == CHAT_MODEL)["adaptserve"]["path"]
+    stages = ["first_chunk"] + (["encode", "encoder_busy"] if kind == "disaggregated" else [])
+    for stage in stages:
+        key = f"{kind}/{stage}"
+        assert after[key][1] == before.get(key, (0.0, 0.0))[1] + 1, (key, before, after)
+        assert after[key][0] > before.get(key, (0.0, 0.0))[0]

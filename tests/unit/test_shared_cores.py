@@ -1,6 +1,6 @@
 """The stages sharing the machine's cores with the live path (app/sim/generation/shared_cores.py,
 the `stretch` hook of the simulator's stages, `PathCosts.stages_share`), on hand cases with the
-toy profiles of test_sim_live_fit.py (an image encodes in 10 ms; a prefill of n tokens takes
+toy profiles of test_sim_live_fit.py (imported from it) (an image encodes in 10 ms; a prefill of n tokens takes
 5 + 0.1 (n - 1) ms)."""
 
 from __future__ import annotations
@@ -20,19 +20,7 @@ from app.sim.generation.shared_cores import (
     processor_sharing,
 )
 from app.sim.generation.sim import GenerationSim
-from policies.generation.stage_profile import EncoderProfile, LLMProfile, StageProfiles
-from policies.token_routing import Architecture
-
-
-def toy() -> StageProfiles:
-    return StageProfiles("toy", "test", EncoderProfile(100, {1: 10.0, 2: 20.0, 4: 40.0}),
-                         LLMProfile(Architecture.DECODER_ONLY, {1: 5.0, 1001: 105.0},
-                                    {1: 2.0, 9: 4.0}), {})
-
-
-def prefill(n: int) -> float:
-    return 5.0 + 0.1 * (n - 1)
-
+from tests.unit.test_sim_live_fit import prefill, toy
 
 MONO = GenSimConfig(ServePath.MONOLITH, StageConfig(1))
 DISAGG = GenSimConfig(ServePath.DISAGGREGATED, StageConfig(1), StageConfig(1))

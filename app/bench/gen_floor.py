@@ -23,7 +23,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-FLOOR_KINDS = ("serve-floor-1hop", "serve-floor-2hop")
+from app.bench.gen_systems import FLOOR_KINDS
+
 ANSWER = "floor"
 
 

@@ -224,14 +224,15 @@ STAGE_SERIES = "adaptserve_chat_stage_seconds"
 def stage_totals(prometheus_text: str) -> dict[str, tuple[float, float]]:
     """{"path/stage": (sum seconds, count)} of our ingress's `adaptserve_chat_stage_seconds`
     (deployments/ingress/metrics.py) in a /metrics page; {} where there is none."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     out: dict[str, list[float]] = {}
-    for line in prometheus_text.splitlines():
-        for part, k in (("_sum{", 0), ("_count{", 1)):
-            if line.startswith(STAGE_SERIES + part):
-                labels = dict(kv.split("=", 1) for kv in
-                              line[line.index("{") + 1:line.index("}")].split(","))
-                key = f"{labels['path'].strip(chr(34))}/{labels['stage'].strip(chr(34))}"
-                out.setdefault(key, [0.0, 0.0])[k] = float(line.rsplit(" ", 1)[1])
+    for family in text_string_to_metric_families(prometheus_text):
+        for sample in family.samples:
+            k = {STAGE_SERIES + "_sum": 0, STAGE_SERIES + "_count": 1}.get(sample.name)
+            if k is not None:
+                key = f"{sample.labels['path']}/{sample.labels['stage']}"
+                out.setdefault(key, [0.0, 0.0])[k] = float(sample.value)
     return {key: (v[0], v[1]) for key, v in out.items()}
 
 
@@ -244,4 +245,3 @@ def stage_means_ms(before: dict[str, tuple[float, float]],
         if count > c0:
             out[key] = round((total - t0) / (count - c0) * 1000.0, 3)
     return out
-

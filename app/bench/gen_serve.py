@@ -4,8 +4,9 @@
 
 A fresh local Ray (never another cluster; session files under /tmp/genbench/<system>) and
 Serve on the spec's port, then our app (serve_config.yaml's args with `generation:` set),
-Ray Serve LLM (`build_openai_app`) or Serve's floor (app/bench/gen_floor.py, no model); it prints READY and serves until SIGTERM, then shuts Serve
-and Ray down. The driver probes readiness over HTTP itself.
+Ray Serve LLM (`build_openai_app`) or Serve's floor (app/bench/gen_floor.py, no model); it
+prints READY and serves until SIGTERM, then shuts Serve and Ray down. The driver probes
+readiness over HTTP itself.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from app.bench import live as lb
-from app.bench.gen_floor import FLOOR_KINDS
 from app.bench.gen_floor import deploy as deploy_floor
-from app.bench.gen_systems import ABLATION, SystemSpec, app_args, llm_config
+from app.bench.gen_systems import ABLATION, FLOOR_KINDS, SystemSpec, app_args, llm_config
 
 log = logging.getLogger(__name__)
 TEMP_ROOT = Path("/tmp/genbench")

@@ -24,12 +24,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.bench.gen_floor import FLOOR_KINDS
-
 ADAPTSERVE_KINDS = ("monolith", "decoupled", "decoupled+priority", "full")
 PEER_KINDS = ("vllm-serve", "ray-serve-llm")
+FLOOR_KINDS = ("serve-floor-1hop", "serve-floor-2hop")  # Serve with no model (gen_floor.py)
 SYSTEMS = ADAPTSERVE_KINDS + PEER_KINDS  # the figure's (the default run)
-ALL_SYSTEMS = SYSTEMS + FLOOR_KINDS  # + Serve's floor, no model (app/bench/gen_floor.py)
+ALL_SYSTEMS = SYSTEMS + FLOOR_KINDS
 ABLATION = {  # generation: keys of each of our systems (the ablation's steps)
     "monolith": {"mode": "monolith", "routing": "pow2", "priority": "fifo"},
     "decoupled": {"mode": "disaggregated", "routing": "pow2", "priority": "fifo"},

@@ -44,7 +44,6 @@ class IngressMetrics:
             "adaptserve_family_up", "1 while the family has a live replica as this ingress sees "
             "it (up or suspect), 0 while starting or down (its requests get 503 unavailable)",
             ["family"], registry=self.registry)
-
         self.chat_stage = Histogram(
             "adaptserve_chat_stage_seconds",
             "a chat request's time to its first chunk by stage, as the ingress sees it: encode "

@@ -67,13 +67,19 @@ def start_ray(port: int, num_cpus: int, temp_dir: str | None = None) -> None:
     os.environ.update(CLUSTER_ENV)  # read by the Serve processes Ray starts
     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
              log_to_driver=False, logging_level=logging.WARNING, _temp_dir=temp_dir)
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+    except BaseException:
+        ray.shutdown()  # a failed start leaves no Ray behind for the caller's next init
+        raise
 
 
 def stop_ray() -> None:
     import ray
     from ray import serve
 
+    if not ray.is_initialized():  # start_ray failed and cleaned up: never attach to another Ray
+        return
     try:
         serve.shutdown()
     finally:

@@ -83,6 +83,9 @@ def server(trained_models_dir: Path) -> Iterator[Server]:
     from app.builder import build_app
 
     port = free_port()
+    if ray.is_initialized():  # an earlier test's Ray left behind must not fail every test after it
+        serve.shutdown()
+        ray.shutdown()
     # address="local": always a fresh local Ray, never another session's cluster
     ray.init(address="local", num_cpus=2, object_store_memory=256 * 1024 * 1024,
              include_dashboard=False, namespace="adaptserve-tests", log_to_driver=False)

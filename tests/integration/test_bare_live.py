@@ -19,8 +19,8 @@ pytestmark = pytest.mark.integration
 def test_bare_graph_answers_with_compute_time_and_memory_is_listed() -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    lb.start_ray(port, num_cpus=4)
     try:
+        lb.start_ray(port, num_cpus=4)
         lb.deploy_bare(base, BareSettings("fake", "/nonexistent", "big", None, 4, 1,
                                           {"num_cpus": 0.1}, 0.75,
                                           loader="tests.integration.fake_family:load_model"))

@@ -14,6 +14,7 @@ import pytest
 from app.sim.generation.config import Routing, StageConfig
 from app.sim.generation.experiment import (
     Setup,
+    alone_ttft_ms,
     at_rate,
     base_trace,
     make_setup,
@@ -185,6 +186,28 @@ def test_setup_slos_are_the_factor_times_each_class_isolated_ttft() -> None:
     assert setup.isolated_ttft_ms == pytest.approx(
         setup.monolith.encoder.latency_ms(1) + setup.monolith.llm.prefill_time_ms(100))
     assert setup.accelerators == {"monolith": 128, "disaggregated": 128}
+
+
+def test_alone_ttft_encodes_in_sequence_on_the_monolith_in_parallel_disaggregated() -> None:
+    setup = _setup()
+    mono, dis = setup.monolith, setup.disaggregated
+    prompt = mono.llm.prefill_time_ms(100)  # cross-attention: the images are not prompt tokens
+    assert alone_ttft_ms(setup, "monolith", 4) == pytest.approx(
+        mono.encoder.latency_ms(4) + prompt)
+    one = alone_ttft_ms(setup, "modserve", 1)
+    assert one >= dis.encoder.latency_ms(1) + dis.llm.prefill_time_ms(100)
+    # 8 images on 8 of the 48 image instances: about one image's time, not eight's
+    assert alone_ttft_ms(setup, "modserve", 8) < one + 2 * setup.transfer_ms_per_image * 8
+    assert alone_ttft_ms(setup, "monolith", 8) > 2 * alone_ttft_ms(setup, "modserve", 8)
+
+
+def test_internvl_p99_image_request_misses_the_factor_10_slo_alone_on_every_system() -> None:
+    """The zero-load floor (scripts/sim_zero_load_floor.py): the 13-image request (the P99 of the
+    figure's image-text requests) misses 10 x the one-image TTFT before any load; 10 images fit."""
+    setup = make_setup("internvl2.5-26b", 10.0)
+    for system in ("monolith", "modserve"):
+        assert alone_ttft_ms(setup, system, 13) > setup.ttft_slo_ms, system
+        assert alone_ttft_ms(setup, system, 10) <= setup.ttft_slo_ms, system
 
 
 def test_sized_split_keeps_the_accelerators_and_follows_the_heavier_stage() -> None:

@@ -79,6 +79,15 @@ def isolated_ttft_ms(profiles: StageProfiles, text_tokens: int, images: int) -> 
     return float(result.ttft_ms()[0])
 
 
+def alone_ttft_ms(setup: Setup, system: str, images: int,
+                  text_tokens: int = PROMPT_MEDIAN_TOKENS) -> float:
+    """TTFT of one request alone on `system` at the setup's allocation: what no load lowers."""
+    profiles = setup.monolith if system == "monolith" else setup.disaggregated
+    result = simulate([GenRequest(0.0, text_tokens, images, 1)], profiles,
+                      system_config(setup, system, 0.0, 0))
+    return float(result.ttft_ms()[0])
+
+
 def make_setup(model: str, slo_factor: float, per_class_slo: bool = True,
                tiles: int | None = None, **efficiency: float) -> Setup:
     """`tiles`: image tiles per image (None: the model's; modserve_profiles)."""

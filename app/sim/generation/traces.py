@@ -5,11 +5,11 @@ AzureLMMInferenceDataset2025.md, SOURCE.md): `TIMESTAMP, NumImages, ContextToken
 GeneratedTokens`, one row per request; TIMESTAMP is ISO-8601 UTC with milliseconds
 (`2024-10-15T12:00:05.819Z`); NumImages = 0 is a text-only request.
 
-What ContextTokens counts is not documented ("Number of context tokens"). The paper says
-image-text requests "have longer median prompts due to image tokens" (§3.2, Figure 11a), which
-reads as ContextTokens including the image tokens, but neither names the tokenizer nor the tokens
-per image; the rows printed in the dataset's notebook (1-image requests with 664 to 1,724
-ContextTokens) rule out Llama3.2's 1,601 per image. So `tokens_per_image` is the caller's choice:
+ContextTokens includes the image tokens: the copy in shared/ says "Number of context tokens",
+the dataset's page on GitHub now says "(including text and image)", and the paper's image-text
+requests "have longer median prompts due to image tokens" (§3.2, Figure 11a). Neither names the
+tokenizer nor the tokens per image; the rows printed in the dataset's notebook (1-image
+requests with 664 to 1,724 ContextTokens) rule out Llama3.2's 1,601 per image. So `tokens_per_image` is the caller's choice:
 text_tokens = max(0, ContextTokens - NumImages * tokens_per_image) (0 keeps ContextTokens whole).
 """
 

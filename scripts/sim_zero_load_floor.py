@@ -7,7 +7,7 @@ P99 image count, each class's P99 TTFT against its SLO, the share of requests wi
 class's SLO, and the most images a median-prompt request can carry within the SLO. Prints a
 table, writes docs/data_sim_zero_load_floor.json.
 
-    .venv/bin/python scripts/sim_zero_load_floor.py          # ~1 min
+    .venv/bin/python scripts/sim_zero_load_floor.py          # 30-60 s
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ the dataset's page on GitHub now says "(including text and image)", and the pape
 requests "have longer median prompts due to image tokens" (§3.2, Figure 11a). Neither names the
 tokenizer nor the tokens per image; the rows printed in the dataset's notebook (1-image
 requests with 664 to 1,724 ContextTokens) rule out Llama3.2's 1,601 per image. So
-`tokens_per_image` is the caller's choice: text_tokens = max(0, ContextTokens - NumImages * tokens_per_image) (0 keeps ContextTokens whole).
+`tokens_per_image` is the caller's choice:
+text_tokens = max(0, ContextTokens - NumImages * tokens_per_image) (0 keeps ContextTokens whole).
 """
 
 from __future__ import annotations

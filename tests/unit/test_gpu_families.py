@@ -12,6 +12,7 @@ import torch
 
 from deployments.models.base import ServableModel
 from deployments.models.registry import family_names, load_model
+from policies.types import Variant
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
@@ -20,8 +21,7 @@ AGREEMENT = 0.99  # float32 CPU and GPU kernels may flip a near-tie, not more
 
 
 def _labels(model: ServableModel, task: str, items: list[dict[str, torch.Tensor]],
-            variant_name: str) -> list[int]:
-    variant = next(v for v in model.variants() if v.name == variant_name)
+            variant: Variant) -> list[int]:
     out: list[int] = []
     for start in range(0, len(items), BATCH):
         out += [p.label for p in model.run(variant, task, items[start:start + BATCH])]
@@ -39,8 +39,8 @@ def test_cuda_answers_as_the_cpu_does(name: str, trained_models_dir: Path) -> No
         items = [cpu.decode(e.inputs, task) for e in examples]
         truth = [e.label for e in examples]
         for variant in cpu.variants():
-            on_cpu = _labels(cpu, task, items, variant.name)
-            on_gpu = _labels(gpu, task, items, variant.name)
+            on_cpu = _labels(cpu, task, items, variant)
+            on_gpu = _labels(gpu, task, items, variant)
             agree = sum(a == b for a, b in zip(on_cpu, on_gpu, strict=True)) / len(items)
             assert agree >= AGREEMENT, (name, task, variant.name, agree)
             acc_cpu = sum(a == y for a, y in zip(on_cpu, truth, strict=True)) / len(items)

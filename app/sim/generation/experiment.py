@@ -72,20 +72,25 @@ class Setup:
                 "disaggregated": self.text_instances * TEXT_TP + self.image_instances * IMAGE_TP}
 
 
+def _one_request_ttft_ms(profiles: StageProfiles, config: GenSimConfig, text_tokens: int,
+                         images: int) -> float:
+    result = simulate([GenRequest(0.0, text_tokens, images, 1)], profiles, config)
+    return float(result.ttft_ms()[0])
+
+
 def isolated_ttft_ms(profiles: StageProfiles, text_tokens: int, images: int) -> float:
     """TTFT of one request alone on one monolith replica."""
-    cfg = GenSimConfig(ServePath.MONOLITH, StageConfig(1, MONOLITH_TP))
-    result = simulate([GenRequest(0.0, text_tokens, images, 1)], profiles, cfg)
-    return float(result.ttft_ms()[0])
+    return _one_request_ttft_ms(profiles, GenSimConfig(ServePath.MONOLITH,
+                                                       StageConfig(1, MONOLITH_TP)),
+                                text_tokens, images)
 
 
 def alone_ttft_ms(setup: Setup, system: str, images: int,
                   text_tokens: int = PROMPT_MEDIAN_TOKENS) -> float:
     """TTFT of one request alone on `system` at the setup's allocation: what no load lowers."""
     profiles = setup.monolith if system == "monolith" else setup.disaggregated
-    result = simulate([GenRequest(0.0, text_tokens, images, 1)], profiles,
-                      system_config(setup, system, 0.0, 0))
-    return float(result.ttft_ms()[0])
+    return _one_request_ttft_ms(profiles, system_config(setup, system, 0.0, 0), text_tokens,
+                                images)
 
 
 def make_setup(model: str, slo_factor: float, per_class_slo: bool = True,

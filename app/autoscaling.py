@@ -23,7 +23,7 @@ from ray.serve.config import AutoscalingConfig, AutoscalingPolicy
 
 from deployments.autoscaling.config import AutoscalingSettings, ClassifierAutoscaling
 from deployments.classifier.config import ClassifierConfig
-from deployments.ingress.chat_config import GenerationConfig
+from deployments.ingress.chat.config import GenerationConfig
 from policies.autoscaling import ENCODER, LLM, AppScalingSettings, History, initial_replicas
 from policies.autoscaling.history import history_from_json, items_capacity_per_s
 from policies.generation.stage_profile import StageProfiles

@@ -28,8 +28,8 @@ from app.config import AppConfig, ClassifierConfig, HttpConfig, PathsConfig
 from app.controller.controller import Controller
 from deployments.classifier.deployment import Classifier
 from deployments.classifier.policy_setup import TaskPlan, read_plan, read_task_plans
-from deployments.ingress.admission import FamilyCapacity
-from deployments.ingress.catalog import Catalog, family_info
+from deployments.ingress.classify.admission import FamilyCapacity
+from deployments.ingress.classify.catalog import Catalog, family_info
 from deployments.ingress.deployment import Ingress
 from deployments.models.registry import FamilyWeights
 from deployments.preprocess import Preprocess

@@ -19,7 +19,7 @@ from deployments.generation.encoder import ImageEncoder
 from deployments.generation.llm import LLMBackend
 from deployments.generation.model_files import ModelFiles, read_model_files
 from deployments.generation.routers import token_router_config
-from deployments.ingress.chat_config import GenerationConfig
+from deployments.ingress.chat.config import GenerationConfig
 
 log = logging.getLogger(__name__)
 INGRESS_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")

@@ -18,7 +18,7 @@ from deployments.config import (
     StrictConfig,
     grpc_message_bytes,
 )
-from deployments.ingress.chat_config import GenerationConfig
+from deployments.ingress.chat.config import GenerationConfig
 from deployments.ingress.config import HttpConfig
 from deployments.models.cache import DEFAULT_MODELS_DIR
 from profiling.paths import DEFAULT_PLANS_DIR, DEFAULT_PROFILES_DIR

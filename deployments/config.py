@@ -76,6 +76,6 @@ CLUSTER_ENV = {
     "RAY_SERVE_PROXY_USE_GRPC": "1",
     # admission in the proxy itself (a refusal costs nothing downstream)
     "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH":
-        "deployments.ingress.front_door:proxy_middlewares",
+        "deployments.ingress.proxy.front_door:proxy_middlewares",
     **THROUGHPUT_ENV,
 }

@@ -82,6 +82,6 @@ class Preprocess:
         return ClassifyOutcome(results=tuple(results))
 
     async def classify_many(self, calls: list[ClassifyCall]) -> list[ClassifyOutcome]:
-        """Calls the ingress coalesced into one handle call (deployments/ingress/coalesce.py):
+        """Calls the ingress coalesced into one handle call (deployments/ingress/classify/coalesce.py):
         each answered as `classify` would, in order."""
         return list(await asyncio.gather(*(self.classify(c) for c in calls)))

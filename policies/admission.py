@@ -1,6 +1,6 @@
 """A concurrency limit per model family at the front door (the Serve proxy), set by AIMD on the
 latency clients see: the arithmetic only, so the proxy middleware
-(deployments/ingress/front_door.py) and the simulator run the same code.
+(deployments/ingress/proxy/front_door.py) and the simulator run the same code.
 
 Why a concurrency limit: a request admitted while `limit` others are in flight waits behind
 them; by Little's law the limit that keeps latency within the SLO is about throughput x SLO,

@@ -81,7 +81,7 @@ def settings_from_serve_config(path: Path = DEFAULT_SERVE_CONFIG, **overrides: A
     architecture), validated as the app validates it, plus `overrides`."""
     import yaml
 
-    from deployments.ingress.chat_config import GenerationConfig
+    from deployments.ingress.chat.config import GenerationConfig
 
     config = yaml.safe_load(Path(path).read_text())
     blocks = [a.get("args", {}).get("generation") for a in config.get("applications", [])]

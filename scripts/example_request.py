@@ -9,7 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
-from app.bench.http import post_json
+from bench.core.http import post_json
 from deployments.models.cache import DEFAULT_MODELS_DIR
 from deployments.models.registry import load_model
 

@@ -7,10 +7,10 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 export RAY_AUTH_MODE=disabled
 # Serve's throughput settings (deployments/config.py CLUSTER_ENV; docs/serving.md "Request path")
-# and the front door's admission middleware in the HTTP proxy (deployments/ingress/front_door.py)
+# and the front door's admission middleware in the HTTP proxy (deployments/ingress/proxy/front_door.py)
 export RAY_SERVE_PROXY_USE_GRPC=1 RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD=0 \
   RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP=0 RAY_SERVE_REPLICA_GRPC_MAX_MESSAGE_LENGTH=67108864 \
-  RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH=deployments.ingress.front_door:proxy_middlewares
+  RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH=deployments.ingress.proxy.front_door:proxy_middlewares
 config="${1:-serve_config.yaml}"
 shift || true
 .venv/bin/python -m app.builder "$config"

@@ -27,7 +27,7 @@ for _ in $(seq 120); do
   sleep 3
 done
 [ "$ready" = 1 ] || { echo "the chat API did not answer within 6 min" >&2; exit 1; }
-.venv/bin/python -m app.bench.gen_vllm_cli bench serve --backend openai-chat \
+.venv/bin/python -m bench.experiments.generation_systems.vllm_cli bench serve --backend openai-chat \
   --base-url http://127.0.0.1:8000 --endpoint /v1/chat/completions --model vlm \
   --tokenizer "$model_dir" --dataset-name random-mm --num-prompts 200 --request-rate 8 \
   --random-input-len 16 --random-output-len 4 --random-range-ratio 0 \

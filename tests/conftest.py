@@ -78,7 +78,7 @@ def vlm_dir_override() -> str | None:
 def vlm_tests_on() -> str | None:
     """Why the VLM's integration tests do not run here, or None when they do: they need the
     trained VLM (~10 minutes to train on a shared 2-core machine, more than CI's budget leaves),
-    so they run where it is cached (`ensure_vlm`, e.g. after `scripts/vlm_card.py`) or with
+    so they run where it is cached (`ensure_vlm`, e.g. after `python -m bench vlm-card`) or with
     ADAPTSERVE_TEST_VLM=1 (trains it first)."""
     if os.environ.get("ADAPTSERVE_TEST_VLM", "").strip() == "1" or vlm_dir_override():
         return None

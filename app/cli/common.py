@@ -1,4 +1,4 @@
-"""Arguments and inputs shared by `adaptserve plan` and `adaptserve simulate`."""
+"""Arguments and inputs shared by `adaptserve plan` and `python -m bench ramsis`."""
 
 from __future__ import annotations
 

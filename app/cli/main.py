@@ -1,4 +1,4 @@
-"""`adaptserve plan | simulate | profile | loadgen`: one module per command in app/cli/."""
+"""`adaptserve plan | profile`: one module per command in app/cli/."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import argparse
 import logging
 import sys
 
-from app.cli import loadgen, plan, profile, simulate
+from app.cli import plan, profile
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="adaptserve")
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in (plan, simulate, profile, loadgen):
+    for command in (plan, profile):
         command.add_parser(sub)
     return parser
 

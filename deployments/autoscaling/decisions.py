@@ -29,7 +29,7 @@ from policies.autoscaling import (
     coordinate,
     decide,
 )
-from policies.token_routing import Architecture
+from policies.generation.token_routing import Architecture
 
 CLASSIFIER = "classifier"
 STAGE_KINDS = (ENCODER, LLM, CLASSIFIER)

@@ -168,7 +168,7 @@ class Classifier:
         return results
 
     async def classify_many(self, calls: list[ClassifyCall]) -> list[ClassifyOutcome]:
-        """Calls the ingress coalesced into one handle call (deployments/ingress/coalesce.py):
+        """Calls the ingress coalesced into one handle call (deployments/ingress/classify/coalesce.py):
         each answered as `classify` would, in order."""
         return list(await asyncio.gather(*(self.classify(c) for c in calls)))
 

@@ -21,8 +21,8 @@ from deployments.autoscaling.reporting import ArrivalRates
 from deployments.generation.encoder_loop import EncoderLoop, QueueFull
 from deployments.generation.model_files import ModelFiles, materialize
 from deployments.generation.routers import ReportsPendingTokens
+from deployments.generation.stage_messages import EncodedImage, ImageCall
 from deployments.generation.vision import VisionEncoder, open_image
-from deployments.generation.wire import EncodedImage, ImageCall
 from deployments.models.base import InputError, UnsupportedMediaType
 from policies.autoscaling.meter import ShareSinceLast
 

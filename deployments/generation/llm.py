@@ -7,7 +7,7 @@ pulled here only now (the ingress chose this replica once all of them were ready
 plain vLLM does. Requests run in TTFT-deadline order (engine priority); a request whose TTFT
 deadline is already lost when it gets here is answered `deadline_exceeded` at once.
 A call's prompt tokens count toward the replica's pending tokens (the prompt router's count)
-until its first chunk, when its prefill is done (policies.token_routing).
+until its first chunk, when its prefill is done (policies.generation.token_routing).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from deployments.engines import (
 )
 from deployments.generation.model_files import ModelFiles, materialize
 from deployments.generation.routers import ReportsPendingTokens
-from deployments.generation.wire import GenChunk, GenerateCall
+from deployments.generation.stage_messages import GenChunk, GenerateCall
 from deployments.models.base import InputError
 from policies.generation.stage_batch import priority_of, ttft_lost
 

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from deployments.generation.wire import EncodedImage, GenChunk, GenerateCall, ImageCall
+from deployments.generation.stage_messages import EncodedImage, GenChunk, GenerateCall, ImageCall
 from policies.generation.image_split import image_groups
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """Token-aware routing as Ray Serve request routers (ModServe section 4.3; the arithmetic is
-policies/token_routing.py).
+policies/generation/token_routing.py).
 
 Opting in: a deployment passes `request_router_config=image_token_router_config()` (encoders)
 or `prompt_token_router_config()` (LLM) to `@serve.deployment` / `.options()`; every handle to it
@@ -10,14 +10,14 @@ Serve's periodic `record_routing_stats()` poll carries their own pending-token c
 The cost of a call (`route_tokens_of`): the keyword argument `route_tokens=int`, else the
 `route_tokens` int attribute (or key) of the routed method's first positional argument (the
 stages' `ImageCall` / `GenerateCall`). It is in the router's units, computed by the caller with
-policies.token_routing (`image_route_tokens`: an image's tokens; `PromptCost.route_tokens`:
+policies.generation.token_routing (`image_route_tokens`: an image's tokens; `PromptCost.route_tokens`:
 text + image tokens for decoder-only, text only for cross-attention); the replica counts the
 same number, so the router's and the replica's counts agree. A call without it costs
 `default_route_tokens` (0: it still counts as one request for the tie-break).
 
 Life of a call in the router: `choose_replicas` ranks every replica (fewest pending tokens,
 then fewest in-flight requests, then the replica this router chose least recently: ties rotate,
-policies.token_routing.TieOrder) and returns one replica per rank, so Serve
+policies.generation.token_routing.TieOrder) and returns one replica per rank, so Serve
 takes the best one that is not full; the best one gets a tentative entry, so calls chosen
 while acceptances are still in flight (a fan-out over a slow link) spread (on one node Serve
 got each acceptance back before the next choice: a 6-call burst spread 2/2/2 with or without
@@ -26,7 +26,7 @@ them). `on_request_routed`
 the result's done callback (success, error or cancellation; moved onto the router's loop), which
 is exact per call; `on_request_completed` would only name (replica, internal_request_id), an id
 all calls made while serving one request share (the images of a request). Replica reports
-arriving with the controller's broadcasts are reconciled as policies.token_ledger describes.
+arriving with the controller's broadcasts are reconciled as policies.generation.token_ledger describes.
 
 Prefill work, not streams: an LLM replica counts a call's prompt tokens only until its first
 chunk (`holding_tokens(...).settle()`, deployments/generation/llm.py), so its reports carry the
@@ -64,8 +64,8 @@ from ray.serve.request_router import (
     RunningReplica,
 )
 
-from policies.token_ledger import LedgerSettings, TokenLedger
-from policies.token_routing import (
+from policies.generation.token_ledger import LedgerSettings, TokenLedger
+from policies.generation.token_routing import (
     PendingTokens,
     ReplicaReport,
     TieOrder,
@@ -194,7 +194,7 @@ class ImageTokenRouter(TokenRouter):
 
 class PromptTokenRouter(TokenRouter):
     """LLM replicas: the fewest pending prompt tokens (route_tokens from
-    policies.token_routing.PromptCost: text + image for decoder-only, text for cross-attention)."""
+    policies.generation.token_routing.PromptCost: text + image for decoder-only, text for cross-attention)."""
 
     stage = "prompt"
 

@@ -14,7 +14,7 @@ import torch
 from PIL import Image
 
 from deployments.models.base import InputError
-from deployments.models.wire import check_image_format
+from deployments.models.input_decoding import check_image_format
 
 log = logging.getLogger(__name__)
 MAX_IMAGE_SIDE = 4096

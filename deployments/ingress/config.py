@@ -14,7 +14,7 @@ class HttpConfig(StrictConfig):
         default=8 * 1024 * 1024, gt=0,
         description="largest accepted request body; larger bodies get 413 payload_too_large "
                     "(refused while the body streams; the proxy applies ADAPTSERVE_EDGE's "
-                    "max_body_bytes first: keep them equal, deployments/ingress/edge.py)")
+                    "max_body_bytes first: keep them equal, deployments/ingress/proxy/edge.py)")
     body_read_timeout_s: float = Field(
         default=20.0, gt=0,
         description="the whole body must arrive within this long after the headers, else 408 "

@@ -26,20 +26,20 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from deployments.autoscaling.view import LedgerView, prometheus_text, status_json
 from deployments.config import RequestPathConfig, grpc_message_bytes
 from deployments.handles import await_response, warm_handles, with_transport
-from deployments.ingress.admission import Admission, FamilyCapacity
-from deployments.ingress.auth import ApiKeys, load_keys
-from deployments.ingress.catalog import Catalog
-from deployments.ingress.chat_answers import models_page
-from deployments.ingress.chat_routes import add_chat_route, model_entries
-from deployments.ingress.chat_service import ChatService, chat_service
+from deployments.ingress.chat.answers import models_page
+from deployments.ingress.chat.routes import add_chat_route, model_entries
+from deployments.ingress.chat.service import ChatService, chat_service
+from deployments.ingress.classify.admission import Admission, FamilyCapacity
+from deployments.ingress.classify.catalog import Catalog
+from deployments.ingress.classify.service import IngressService
 from deployments.ingress.clock import HEADER, Arrival, arrival_from
 from deployments.ingress.config import HttpConfig
-from deployments.ingress.edge import AuthGate, BodyRefused, edge_from_env, read_body
 from deployments.ingress.errors import ApiError, error_response
 from deployments.ingress.health import FamilyLiveness, WatchedHandle
 from deployments.ingress.metrics import IngressMetrics
 from deployments.ingress.openapi import declare_api
-from deployments.ingress.service import IngressService
+from deployments.ingress.proxy.auth import ApiKeys, load_keys
+from deployments.ingress.proxy.edge import AuthGate, BodyRefused, edge_from_env, read_body
 
 log = logging.getLogger(__name__)
 CONTROL_TIMEOUT_S = 3.0
@@ -119,7 +119,7 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
         add_chat_route(app, chat, http, metrics,
                        lambda request: _arrival(request, http, metrics))
 
-    models_json = {**service.catalog.to_json(), **models_page(model_entries(service, chat))}
+    models_json = {**service.catalog.to_json(), **models_page(model_entries(service.catalog.names(), chat))}
 
     @app.get("/v1/models")
     async def models() -> Response:

@@ -36,9 +36,18 @@ import math
 from typing import Any
 
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
-from deployments.ingress.schemas import ErrorBody, ErrorResponse
+
+class ErrorBody(BaseModel):
+    type: str = Field(description="machine-readable kind, e.g. invalid_input, unknown_model")
+    message: str
+    field: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
 
 STATUS_BY_TYPE = {
     "malformed_json": 400, "invalid_request": 422, "invalid_slo": 422,

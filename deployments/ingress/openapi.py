@@ -28,21 +28,21 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from deployments.ingress.answers import HealthResponse, ModelsResponse, StatusResponse
-from deployments.ingress.auth import METRICS_PATH, OPEN_PATHS, ApiKeys
-from deployments.ingress.catalog import Catalog
-from deployments.ingress.openapi_chat import declare_chat
-from deployments.ingress.schemas import (
+from deployments.ingress.chat.openapi import declare_chat
+from deployments.ingress.classify.catalog import Catalog
+from deployments.ingress.classify.schemas import (
     ClassifyRequest,
     ClassifyResponse,
-    ErrorResponse,
     JobRequest,
     JobResponse,
 )
+from deployments.ingress.errors import ErrorResponse
+from deployments.ingress.proxy.auth import METRICS_PATH, OPEN_PATHS, ApiKeys
 
 REF = "#/components/schemas/{model}"
 SCHEME = "bearer"
 BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
-# each modality's wire form (deployments/models/wire.py)
+# each modality's wire form (deployments/models/input_decoding.py)
 MODALITIES: dict[str, dict[str, Any]] = {
     "image": {"type": "string", "pattern": BASE64, "contentEncoding": "base64",
               "description": "base64 (standard alphabet, padded) of PNG, JPEG or WebP bytes"},

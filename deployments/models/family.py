@@ -33,7 +33,7 @@ from torch import nn
 from deployments.models import training as T
 from deployments.models.base import Example, Prediction, ServableModel
 from deployments.models.data import IMAGE_SIZE, DataConfig, image_split, to_float
-from deployments.models.wire import check_fields, check_task, decode_image, encode_image
+from deployments.models.input_decoding import check_fields, check_task, decode_image, encode_image
 from policies.types import Variant
 
 log = logging.getLogger(__name__)

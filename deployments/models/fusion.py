@@ -38,6 +38,14 @@ from torch import nn
 from deployments.models import training as T
 from deployments.models.base import Example, Prediction, ServableModel
 from deployments.models.data import IMAGE_SIZE
+from deployments.models.input_decoding import (
+    check_fields,
+    check_task,
+    decode_floats,
+    decode_image,
+    decode_text,
+    encode_image,
+)
 from deployments.models.multimodal import (
     AUDIO_FRAME,
     AUDIO_LEN,
@@ -49,14 +57,6 @@ from deployments.models.multimodal import (
     MultimodalConfig,
     multimodal_split,
     tokenize,
-)
-from deployments.models.wire import (
-    check_fields,
-    check_task,
-    decode_floats,
-    decode_image,
-    decode_text,
-    encode_image,
 )
 from policies.types import Variant
 

@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 
 from deployments.models.base import ServableModel
 from deployments.models.cache import file_lock
-from deployments.models.train import (
+from deployments.models.train_families import (
     DEFAULT_CACHE,
     SPECS,
     FamilySpec,

@@ -39,8 +39,8 @@ from deployments.models.data import (
     task_labels,
     to_float,
 )
+from deployments.models.input_decoding import check_fields, check_task, decode_image, encode_image
 from deployments.models.tome import block_forward
-from deployments.models.wire import check_fields, check_task, decode_image, encode_image
 from policies.types import Variant
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from policies.autoscaling.stage import ScalingDecision, ScalingSettings, ScalingState, decide
-from policies.token_routing import Architecture
+from policies.generation.token_routing import Architecture
 
 ENCODER = "encoder"
 LLM = "llm"

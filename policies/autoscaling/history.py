@@ -2,7 +2,7 @@
 the classifiers' capacity from their latency profile. Pure.
 
 History file (one per model, e.g. `.cache/history/vlm.history.json`; the burst benchmark writes
-one from its run, scripts/bench_autoscale_burst.py):
+one from its run, python -m bench autoscaling-burst):
 
     {"format_version": 1, "window_s": 5.0, "source": "...",
      "image_qps": [...], "encode_latency_s": [...], "request_qps": [...],

@@ -3,7 +3,7 @@ requests are distributed across multiple Image Instances for parallel processing
 group per replica, consecutive (the embeddings come back in prompt order), sizes within one.
 The live ingress (deployments/generation/pipeline.py) and the simulator
 (app/sim/generation/encoder.py) both split with `image_groups`; each group is then routed on
-its own (policies.token_routing)."""
+its own (policies.generation.token_routing)."""
 
 from __future__ import annotations
 

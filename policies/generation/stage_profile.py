@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policies.token_routing import Architecture
+from policies.generation.token_routing import Architecture
 
 FORMAT_VERSION = 1
 

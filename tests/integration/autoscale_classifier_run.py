@@ -172,9 +172,9 @@ async def drive(url: str, items: list[dict[str, Any]]) -> dict[str, Any]:
 def main(out: Path) -> int:
     from ray import serve
 
-    from app.bench.http import free_port
-    from app.bench.live import start_ray, stop_ray, wait_healthy
     from app.builder import build_app
+    from bench.core.http import free_port
+    from bench.core.serve import start_ray, stop_ray, wait_healthy
 
     items = bodies()
     port = free_port()

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from app.bench import http
-from app.bench.http import free_port
+from bench.core import http
+from bench.core.http import free_port
 from deployments.config import CLUSTER_ENV
 from tests.conftest import vlm_dir_override, vlm_tests_on
 

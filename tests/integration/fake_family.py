@@ -1,4 +1,4 @@
-"""A tiny fake model family (no weights) for tests of the Serve plumbing (app/bench/bare.py)."""
+"""A tiny fake model family (no weights) for tests of the Serve plumbing (bench/experiments/single_request/bare_graph.py)."""
 
 from __future__ import annotations
 

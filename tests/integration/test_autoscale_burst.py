@@ -2,7 +2,7 @@
 stage up and, once quiet, back down, while the LLM stage stays at one replica, and every request
 gets exactly one answer (the client's records and the ingress's count agree).
 
-The demonstration itself (scripts/bench_autoscale_burst.py) runs in a process of its own, on
+The demonstration itself (python -m bench autoscaling-burst) runs in a process of its own, on
 its own local Ray deployed from serve_config.vlm.yaml (Serve takes the application-level
 `autoscaling_policy` only from a config, so not on the session's shared app), shortened to fit
 CI: the transformers engine (starts in seconds), a 40 s burst, a 5 s scale-down delay

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from app.bench import live as lb
-from app.bench.bare import BareSettings
-from app.bench.http import free_port
-from app.bench.loadgen import LoadgenConfig, build_payloads, run_load
-from app.bench.processes import app_replicas, serve_memory
 from app.sim.traces.spec import TraceSpec
+from bench.core import serve as lb
+from bench.core.client import LoadgenConfig, build_payloads, run_load
+from bench.core.http import free_port
+from bench.core.probe import app_replicas, serve_memory
+from bench.experiments.single_request import bare_graph
+from bench.experiments.single_request.bare_graph import BareSettings
 from tests.integration.fake_family import COMPUTE_S, FakeFamily
 
 pytestmark = pytest.mark.integration
@@ -21,10 +22,10 @@ def test_bare_graph_answers_with_compute_time_and_memory_is_listed() -> None:
     base = f"http://127.0.0.1:{port}"
     try:
         lb.start_ray(port, num_cpus=4)
-        lb.deploy_bare(base, BareSettings("fake", "/nonexistent", "big", None, 4, 1,
+        bare_graph.deploy_bare(base, BareSettings("fake", "/nonexistent", "big", None, 4, 1,
                                           {"num_cpus": 0.1}, 0.75,
                                           loader="tests.integration.fake_family:load_model"))
-        cfg = LoadgenConfig(url=f"{base}/{lb.BARE_NAME}", model="fake",
+        cfg = LoadgenConfig(url=f"{base}/{bare_graph.BARE_NAME}", model="fake",
                             trace=TraceSpec("poisson", 10.0, 3.0, seed=1), slo_ms=500.0)
         examples = FakeFamily().examples("test", "argmax")
         result = run_load(cfg, build_payloads([(e.inputs, e.label) for e in examples], cfg))
@@ -36,7 +37,7 @@ def test_bare_graph_answers_with_compute_time_and_memory_is_listed() -> None:
         assert 0 < s.overhead_p50_ms < s.latency_p50_ms
         assert s.variant_share == {"big": 1.0}
         mem = serve_memory()
-        bare = app_replicas(mem, lb.BARE_NAME)
+        bare = app_replicas(mem, bare_graph.BARE_NAME)
         assert {m.actor.split(":")[-1] for m in bare} == {"BareIngress", "BarePreprocess",
                                                           "BareModel"}
         assert all(m.rss_mib > 10 for m in bare)

@@ -131,7 +131,7 @@ def test_server_still_answers_after_bad_input(client: Any, examples: Any) -> Non
 
 def test_metrics_show_where_a_chat_requests_time_went(server: Server, client: Any,
                                                       examples: Any) -> None:
-    from app.bench.gen_metrics import stage_totals
+    from bench.experiments.generation_systems.metrics import stage_totals
 
     before = stage_totals(server.get("/metrics").text)
     text, pngs, _ = examples["digit"][0]

@@ -2,7 +2,7 @@
 worker nodes (each its own `ray start`, temp dir and ports), the code shipped as a
 `runtime_env.working_dir` package (a zip served over HTTP), `serve deploy` of a Serve config
 generated from serve_config.yaml (app.cli.rayservice.apply_overrides) to the head's dashboard.
-The cluster machinery is app/bench/cluster.py (the node-loss benchmark shares it).
+The cluster machinery is bench/core/cluster.py (the node-loss benchmark shares it).
 
 Replicas land on the worker nodes only; the builder (on the head) hands them weights, profiles
 and plans, so once the app runs, the artifact directory is deleted and a worker node is stopped:
@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from app.bench import http
-from app.bench.cluster import (
+from bench.core import http
+from bench.core.cluster import (
     Cluster,
     artifacts,
     cluster_config,

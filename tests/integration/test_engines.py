@@ -114,11 +114,13 @@ def test_priority_orders_waiting_requests(engines: Any, model_dir: str, loop: An
     async def main() -> None:
         await hf._turns.acquire(0)  # a request is running: the two below wait
         waiting = [asyncio.ensure_future(one("late", 9)), asyncio.ensure_future(one("urgent", 1))]
-        await asyncio.sleep(0.05)
+        while hf._turns.waiting < 2:  # both queued behind the running one (no wall-clock wait)
+            await asyncio.sleep(0)
         finished.append("running")
         hf._turns.release()
         await asyncio.gather(*waiting)
 
+    loop.run_until_complete(asyncio.wait_for(main(), timeout=120))
     assert finished == ["running", "urgent", "late"]
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from app.bench import http
+from bench.core import http
 from tests.integration.conftest import Server
 
 pytestmark = pytest.mark.integration

@@ -49,7 +49,7 @@ def test_healthz(server: Server) -> None:
 
 def test_models_list_variants_with_profiles(server: Server, examples,
                                             trained_models_dir: Path) -> None:
-    from deployments.models.train import read_metadata
+    from deployments.models.train_families import read_metadata
 
     models = {m["name"]: m for m in server.get("/v1/models").json()["models"]}
     assert set(models) == set(FAMILIES)

@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from app.bench import http
+from bench.core import http
 from deployments.config import CLUSTER_ENV
 from profiling.paths import REPO_ROOT
 from tests.integration.conftest import free_port

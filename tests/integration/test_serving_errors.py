@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.bench.http import HttpResponse
+from bench.core.http import HttpResponse
 from tests.integration.conftest import Server, fastest_ms
 
 pytestmark = pytest.mark.integration

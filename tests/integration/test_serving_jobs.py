@@ -3,7 +3,7 @@ job whose deadline is lost stops being decoded (the classifier's `decoded` count
 /v1/status shows the rest was never decoded nor run), and while huge jobs keep one family's
 classifier decoding, single requests of the other families still answer within their SLO.
 
-The jobs carry blank 1024x1024 RGB PNGs (app/bench/huge_jobs_load.py): ~4 KB each on the wire,
+The jobs carry blank 1024x1024 RGB PNGs (bench/workloads/huge_jobs.py): ~4 KB each on the wire,
 ~10 ms each to decode, the cheapest way to make a classifier work hard."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from app.bench.http import HttpTransportError
-from app.bench.huge_jobs_load import job_images
+from bench.core.http import HttpTransportError
+from bench.workloads.huge_jobs import job_images
 from tests.integration.conftest import TEST_ARGS, Server, fastest_ms
 
 pytestmark = pytest.mark.integration
@@ -36,7 +36,7 @@ def blank() -> str:
 def decode_s(blank: str) -> float:
     """Seconds to decode one blank image here (the median of a few)."""
     from deployments.models.data import IMAGE_SIZE
-    from deployments.models.wire import decode_image
+    from deployments.models.input_decoding import decode_image
 
     times = []
     for _ in range(5):

@@ -54,7 +54,13 @@ def test_burst_with_tight_slo_gets_explicit_drops(server: Server, examples, cata
     assert time.time() - start < 60
     statuses = [x["status"] for x in out]
     assert set(statuses) <= ANSWERED | {"refused"}
-    assert any(s != "ok" for s in statuses), statuses
+    # 16 clients at once against one replica (batches of at most 8) with an SLO of 1.2x the
+    # fastest single-item latency: whatever waits behind a batch cannot be on time. Each such
+    # request must be refused, shed, answered deadline_exceeded, or served and marked late;
+    # never served as if on time.
+    on_time = [x for x in out if x["status"] == "ok" and x["decision"]["deadline_met"]]
+    missed = len(out) - len(on_time)
+    assert missed >= len(out) // 6, statuses
     for x in out:
         if x["status"] in ("deadline_exceeded", "shed"):
             assert x["error"] and x["prediction"] is None

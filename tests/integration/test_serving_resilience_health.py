@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from app.bench.http import HttpTransportError
-from deployments.ingress.front_door import REFUSAL_MARK
+from bench.core.http import HttpTransportError
+from deployments.ingress.proxy.front_door import REFUSAL_MARK
 from tests.integration.conftest import APP_NAME, Server
 from tests.integration.test_serving_resilience import check_answer, kill_replica
 
@@ -26,10 +26,10 @@ FAMILY = "family"
 RATE_QPS = 40.0
 MAX_IN_FLIGHT = 256
 OK_AFTER = 8  # ok answers after the last refusal that count as recovered
-# a fast 503 at the client (p95; p99 within 2.5x): the failure this guards against waited 2.2 s;
-# 0.1 s failed once at 0.109 s while other work shared the 2 cores (the first 503s after the
-# kill are the slowest)
+# for the printed figures only (latency belongs to benchmarks): a 503 slower than this waited
 FAST_S = 0.2
+REFUSED = "has no live replica"  # the ingress's refusal before any call (health.py)
+WAITED = "while this request waited"  # a call already waiting, answered when the family fell
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class Answer:
     sent_s: float
     done_s: float
     kind: str  # ok / deadline_exceeded / shed / overloaded / unavailable / ... / transport
+    message: str = ""  # the error message of a 503 unavailable
 
 
 @dataclass(frozen=True)
@@ -86,16 +87,19 @@ def pct(values: list[float], q: float) -> float:
 
 def one_request(server: Server, body: dict[str, Any], out: list[Answer]) -> None:
     t0 = time.time()
+    message = ""
     try:
         r = server.post("/v1/classify", body, timeout=30)
         kind = check_answer(r)
+        if kind == "unavailable":
+            message = r.json()["error"]["message"]
         if kind == "overloaded" and REFUSAL_MARK in r.json()["error"]["message"]:
             kind = "overloaded_front_door"
     except HttpTransportError:
         kind = "transport"
     except AssertionError as exc:  # an answer check_answer does not accept: fail at the end
         kind = f"unexpected: {exc}"[:300]
-    out.append(Answer(t0, time.time(), kind))
+    out.append(Answer(t0, time.time(), kind, message))
 
 
 def run_load(server: Server, body: dict[str, Any], stop: threading.Event,
@@ -196,8 +200,15 @@ def _check(answers: list[Answer], seen: list[Seen], kill_s: float) -> None:
                                for a in answers),
     }
     print(f"\nissue 11 row (classifier killed): {figures}")
-    assert pct(lat, 0.95) < FAST_S and pct(lat, 0.99) < 2.5 * FAST_S, figures
-    assert figures["kill_to_first_503_s"] < 2.5, figures  # before, 503s never came
     assert healthz_down and healthz_down[0].healthz_code == 200, seen  # other families serve
+    # the fast path, by what happened rather than how fast: every 503 is either the refusal
+    # before any call or a waiting call answered when the family fell; once /healthz said
+    # down, no request was sent on to the dead replica to wait there
+    assert all(REFUSED in a.message or WAITED in a.message for a in down), figures
+    assert any(REFUSED in a.message for a in down), figures
+    assert all(a.sent_s < healthz_down[0].at_s for a in down if WAITED in a.message), figures
+    back_s = figures["kill_to_serve_running_again_s"]
+    if back_s is not None:  # refused while Serve had no replica, not only once it had one
+        assert figures["kill_to_first_503_s"] < back_s, figures
     assert status_down, seen
     assert len(ok_after) >= OK_AFTER and up_again and up_again[-1].live_replicas == 1, figures

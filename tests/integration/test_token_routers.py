@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from ray import serve
 
-from app.bench.http import free_port
+from bench.core.http import free_port
 from deployments.generation.routers import ReportsPendingTokens, image_token_router_config
 
 pytestmark = pytest.mark.integration
@@ -63,7 +63,7 @@ def handles() -> Iterator[tuple[Any, Any]]:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
-    from app.bench import live as lb
+    from bench.core import serve as lb
 
     own = not ray.is_initialized()  # else: the session's Ray and Serve (tests/integration/conftest)
     temp_dir = tempfile.mkdtemp(prefix="ray-tr-", dir="/tmp")

@@ -22,7 +22,7 @@ from deployments.autoscaling.ledger import DecisionLog
 from deployments.autoscaling.serve_hooks import CoordinatedPolicy, StagePolicy
 from deployments.autoscaling.view import prometheus_text, status_json
 from deployments.classifier.config import ClassifierConfig
-from deployments.ingress.chat_config import GenerationConfig
+from deployments.ingress.chat.config import GenerationConfig
 from policies.autoscaling.history import history_from_json, history_to_json, items_capacity_per_s
 from policies.generation.stage_profile import EncoderProfile, LLMProfile, StageProfiles
 from tests.unit.scheduler_harness import image_profile

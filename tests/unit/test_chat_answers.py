@@ -1,4 +1,4 @@
-"""The chat API's answers (deployments/ingress/chat_answers.py, chat_errors.py) as the official
+"""The chat API's answers (deployments/ingress/chat/answers.py, chat_errors.py) as the official
 `openai` client reads them: its types validate every object, and the client itself, over a
 fake HTTP transport (the one boundary faked: no server runs here), parses our completions,
 SSE streams, error bodies (exception class, message, code, param, retries) and model list."""
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from deployments.ingress.chat_answers import (
+from deployments.ingress.chat.answers import (
     DONE,
     SSE_HEADERS,
     SSE_MEDIA_TYPE,
@@ -24,9 +24,9 @@ from deployments.ingress.chat_answers import (
     completion,
     models_page,
 )
-from deployments.ingress.chat_errors import ChatError, from_api_error
-from deployments.ingress.chat_parse import ChatRequest, parse_chat
-from deployments.ingress.chat_schemas import ChatLimits
+from deployments.ingress.chat.errors import ChatError, from_api_error
+from deployments.ingress.chat.parse import ChatRequest, parse_chat
+from deployments.ingress.chat.schemas import ChatLimits
 from deployments.ingress.errors import ApiError
 
 openai = pytest.importorskip("openai")

@@ -1,4 +1,4 @@
-"""The chat API's request layer (deployments/ingress/chat_parse.py and its parts): every bad
+"""The chat API's request layer (deployments/ingress/chat/parse.py and its parts): every bad
 input of issue 12's list is refused with its status and a message naming the problem; good
 requests keep their images in order and render through the VLM's own chat template."""
 
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from deployments.ingress.chat_errors import ChatError
-from deployments.ingress.chat_messages import ImageSlot, TextSlot
-from deployments.ingress.chat_parse import ContextCheck, parse_chat, template_messages
-from deployments.ingress.chat_schemas import TTFT_HEADER, ChatLimits
+from deployments.ingress.chat.errors import ChatError
+from deployments.ingress.chat.messages import ImageSlot, TextSlot
+from deployments.ingress.chat.parse import ContextCheck, parse_chat, template_messages
+from deployments.ingress.chat.schemas import TTFT_HEADER, ChatLimits
 
 MODELS = ("vlm",)
 LIMITS = ChatLimits()
@@ -339,7 +339,9 @@ def test_template_messages_as_strings_with_a_placeholder() -> None:
 def test_renders_and_counts_with_the_vlm_tokenizer() -> None:
     """The parts form through the VLM's own chat template (deployments/models/vlm) gives the
     prompt it was trained on; image tokens are counted as the engine expands them."""
-    tokenizer = pytest.importorskip("deployments.models.vlm.tokenizer").build_tokenizer()
+    from deployments.models.vlm.tokenizer import build_tokenizer
+
+    tokenizer = build_tokenizer()
 
     def render(msgs: list[dict[str, Any]]) -> str:
         return str(tokenizer.apply_chat_template(msgs, tokenize=False,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from deployments.generation.pipeline import ChatJob, GenerationPipeline, StageTiming
-from deployments.generation.wire import EncodedImage, GenChunk, ImageCall
+from deployments.generation.stage_messages import EncodedImage, GenChunk, ImageCall
 from deployments.ingress.metrics import IngressMetrics
 
 
@@ -20,6 +20,7 @@ class _Encoder:
 
     def __init__(self, delay_s: float, busy_ms: list[float]) -> None:
         self.delay_s, self.busy_ms, self.calls = delay_s, busy_ms, 0
+        self.in_flight = self.most_in_flight = 0
         self.encode = self
 
     def remote(self, call: ImageCall) -> Any:
@@ -27,7 +28,10 @@ class _Encoder:
         self.calls += 1
 
         async def answer() -> EncodedImage:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
             await asyncio.sleep(self.delay_s)
+            self.in_flight -= 1
             return EncodedImage("ok", (f"ref-{call.index}",), 16, encode_ms=busy)
         return answer()
 
@@ -63,15 +67,17 @@ def run(pipeline: GenerationPipeline, images: int) -> list[GenChunk]:
 
 def test_disaggregated_timing_splits_encoding_from_the_llm_call() -> None:
     seen: list[StageTiming] = []
-    pipe = GenerationPipeline(_LLM(0.03), _Encoder(0.05, [4.0, 9.0]), 16, fan_out=2,
-                              on_timing=seen.append)
+    encoder = _Encoder(0.05, [4.0, 9.0])
+    pipe = GenerationPipeline(_LLM(0.03), encoder, 16, fan_out=2, on_timing=seen.append)
     chunks = run(pipe, 3)
     assert [c.text for c in chunks] == ["seven", ""]
     [t] = seen  # once per request, at its first chunk
     assert (t.path, t.images) == ("disaggregated", 3)
-    assert t.encode_s is not None and 0.045 <= t.encode_s < 1.0  # two groups in parallel
+    # lower bounds only (the loop's timers never fire early; a loaded machine is only slower)
+    assert t.encode_s is not None and t.encode_s >= 0.045
+    assert encoder.calls == 2 and encoder.most_in_flight == 2  # two groups in parallel
     assert t.encoder_busy_s == pytest.approx(0.009)  # the slower group
-    assert 0.025 <= t.first_chunk_s < 1.0
+    assert t.first_chunk_s >= 0.025
     # text only: no encoder call, so no encode times
     run(pipe, 0)
     assert seen[1].encode_s is None and seen[1].encoder_busy_s is None
@@ -101,7 +107,7 @@ def test_a_failing_timing_hook_costs_no_answer() -> None:
 
 
 def test_the_benchmark_reads_stage_means_between_two_scrapes() -> None:
-    from app.bench.gen_metrics import stage_means_ms, stage_totals
+    from bench.experiments.generation_systems.metrics import stage_means_ms, stage_totals
 
     metrics = IngressMetrics()
     metrics.observe_chat_stages(StageTiming("disaggregated", 1, 0.010, 0.004, 0.020))

@@ -1,5 +1,5 @@
 """The ingress's coalescer keeps merged calls under the gRPC message budget
-(deployments/ingress/coalesce.py); the app refuses a body limit a call could not carry."""
+(deployments/ingress/classify/coalesce.py); the app refuses a body limit a call could not carry."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from app.config import AppConfig
 from deployments.config import GRPC_MESSAGE_ENV
-from deployments.ingress.coalesce import Coalescer, call_bytes
+from deployments.ingress.classify.coalesce import Coalescer, call_bytes
 from deployments.wire import ClassifyCall, ClassifyOutcome
 
 

@@ -1,5 +1,5 @@
 """The HTTP edge's pure parts and the proxy middleware that applies them: strict JSON
-(deployments/ingress/strict_json.py), API keys (auth.py), bounded and timed body reads
+(deployments/ingress/proxy/strict_json.py), API keys (auth.py), bounded and timed body reads
 (edge.py) and the front door's order of checks (front_door.py)."""
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from deployments.ingress.auth import ApiKeys, AuthConfig, check, load_keys
-from deployments.ingress.edge import (
+from deployments.ingress.proxy.auth import ApiKeys, AuthConfig, check, load_keys
+from deployments.ingress.proxy.edge import (
     BodyRefused,
     ByteBudget,
     EdgeConfig,
     edge_from_env,
     read_body,
 )
-from deployments.ingress.front_door import FrontDoor, proxy_middlewares
-from deployments.ingress.strict_json import JsonLimits, JsonProblem, loads_strict
+from deployments.ingress.proxy.front_door import FrontDoor, proxy_middlewares
+from deployments.ingress.proxy.strict_json import JsonLimits, JsonProblem, loads_strict
 
 # --- strict JSON ---------------------------------------------------------------------------
 

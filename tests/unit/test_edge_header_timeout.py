@@ -1,4 +1,4 @@
-"""The proxy's header read timeout (deployments/ingress/header_timeout.py) on uvicorn's own HTTP
+"""The proxy's header read timeout (deployments/ingress/proxy/header_timeout.py) on uvicorn's own HTTP
 protocols (httptools and h11), served from a local socket without Ray: headers not complete in
 time -> 408 `header_timeout` + close; a connection mid-body, streaming an answer, or idle
 between requests (the keep-alive timer's) is left alone; missing uvicorn internals -> a warning
@@ -21,9 +21,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from deployments.ingress.edge import EdgeConfig, edge_from_env
-from deployments.ingress.front_door import proxy_middlewares
-from deployments.ingress.header_timeout import (
+from deployments.ingress.proxy.edge import EdgeConfig, edge_from_env
+from deployments.ingress.proxy.front_door import proxy_middlewares
+from deployments.ingress.proxy.header_timeout import (
     BASE_MARK,
     install_header_timeout,
     missing_internals,
@@ -202,7 +202,7 @@ def test_missing_uvicorn_internals_warn_and_install_nothing(
     assert "on_response_complete" in missing_internals(Other)
     assert "self.cycle" in missing_internals(Other)
     monkeypatch.setattr(auto, "AutoHTTPProtocol", Other)
-    with caplog.at_level(logging.WARNING, "deployments.ingress.header_timeout"):
+    with caplog.at_level(logging.WARNING, "deployments.ingress.proxy.header_timeout"):
         assert not install_header_timeout(10)
     assert auto.AutoHTTPProtocol is Other
     assert "NOT installed" in caplog.text and "self.cycle" in caplog.text

@@ -14,12 +14,12 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from deployments.decode import decode_items
-from deployments.ingress.auth import AuthConfig, load_keys
 from deployments.ingress.config import HttpConfig
 from deployments.ingress.deployment import build_http_app, health_of
 from deployments.ingress.errors import STATUS_BY_TYPE
+from deployments.ingress.proxy.auth import AuthConfig, load_keys
 from deployments.models.base import InputError, UnsupportedMediaType
-from deployments.models.wire import check_image_format, decode_image, image_format
+from deployments.models.input_decoding import check_image_format, decode_image, image_format
 from deployments.wire import ClassifyCall, ClassifyOutcome, ItemResult, ItemStatus
 from tests.unit.test_serving_http import BODY, client, service_of
 

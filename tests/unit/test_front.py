@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 
-from app.bench.front_metrics import (
+from app.sim.replica.request_metrics import RequestRecord, summarize
+from bench.core.client import build_payloads, run_load
+from bench.core.run_report import write_json
+from bench.experiments.single_request.metrics import (
     Capacity,
     FrontRun,
     RampRule,
@@ -20,10 +23,7 @@ from app.bench.front_metrics import (
     pick_capacity,
     ramp_done,
 )
-from app.bench.front_report import checks, plot, report, table
-from app.bench.loadgen import build_payloads, run_load
-from app.bench.loadgen_report import write_json
-from app.sim.replica.request_metrics import RequestRecord, summarize
+from bench.experiments.single_request.report import checks, plot, report, table
 from tests.unit.test_loadgen import FakeServer, _cfg, server  # noqa: F401 (fixture)
 
 
@@ -142,13 +142,13 @@ def test_front_run_from_a_load_against_a_refusing_server(server: FakeServer) -> 
 def test_torch_floor_answers_in_the_apps_shape(trained_models_dir: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from app.bench.front_torch import TorchServerSettings, create_app
-    from deployments.ingress.schemas import ClassifyResponse
+    from bench.experiments.single_request.fastapi_floor import TorchServerSettings, create_app
+    from deployments.ingress.classify.schemas import ClassifyResponse
     from deployments.models.registry import load_model
 
     settings = TorchServerSettings(8299, "family", "family/cnn-xl", str(trained_models_dir),
                                    expected_accuracy=0.96)
-    assert settings.argv()[:3] == [sys.executable, "-m", "app.bench.front_torch"]
+    assert settings.argv()[:3] == [sys.executable, "-m", "bench.experiments.single_request.fastapi_floor"]
     example = load_model("family", trained_models_dir).examples("test", "digits", limit=1)[0]
     client = TestClient(create_app(settings))
     assert client.get("/healthz").json() == {"status": "ok"}

@@ -1,5 +1,5 @@
 """Admission at the front door: the AIMD concurrency limit (policies/admission.py) and the
-proxy middleware that applies it (deployments/ingress/front_door.py)."""
+proxy middleware that applies it (deployments/ingress/proxy/front_door.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from deployments.ingress.front_door import FrontDoor, peek
+from deployments.ingress.proxy.front_door import FrontDoor, peek
 from policies.admission import ConcurrencyLimiter, LimiterSettings
 
 

@@ -1,10 +1,10 @@
-"""The front door's limiter settings from ADAPTSERVE_FRONT_DOOR (deployments/ingress/front_door)."""
+"""The front door's limiter settings from ADAPTSERVE_FRONT_DOOR (deployments/ingress/proxy/front_door)."""
 
 from __future__ import annotations
 
 import pytest
 
-from deployments.ingress.front_door import SETTINGS_ENV, proxy_middlewares, settings_from_env
+from deployments.ingress.proxy.front_door import SETTINGS_ENV, proxy_middlewares, settings_from_env
 from policies.admission import LimiterSettings
 
 

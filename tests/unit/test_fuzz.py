@@ -1,4 +1,4 @@
-"""The fuzz run's plumbing (app/bench/fuzz.py, schemathesis.toml) without a server: the
+"""The fuzz run's plumbing (bench/experiments/fuzz/run.py, schemathesis.toml) without a server: the
 config loads in the installed schemathesis and sends the key, the command is time-bounded,
 and the answer table reads the server's own /metrics text. The run itself: scripts/fuzz.sh."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from schemathesis.config import SchemathesisConfig
 
-from app.bench.fuzz import TOML, FuzzSettings, answer_counts, schemathesis_command
 from app.controller.controller import PolicyController
+from bench.experiments.fuzz.run import TOML, FuzzSettings, answer_counts, schemathesis_command
 from deployments.ingress.metrics import IngressMetrics
 from tests.unit.test_serving_control import config, report
 

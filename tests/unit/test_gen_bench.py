@@ -12,9 +12,8 @@ from dataclasses import dataclass
 import pytest
 from aiohttp import web
 
-from app.bench.gen_client import Prepared, StreamState, open_loop
-from app.bench.gen_floor import ANSWER, FLOOR_KINDS, build, sse_chunks
-from app.bench.gen_metrics import (
+from bench.core.stream_client import Prepared, StreamState, open_loop
+from bench.experiments.generation_systems.metrics import (
     RunStats,
     checks,
     knee,
@@ -22,7 +21,8 @@ from app.bench.gen_metrics import (
     percentile,
     run_stats,
 )
-from app.bench.gen_workload import (
+from bench.experiments.generation_systems.serve_floor import ANSWER, FLOOR_KINDS, build, sse_chunks
+from bench.workloads.chat import (
     ExamplePool,
     ModelShape,
     WorkloadSpec,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from app.bench.huge_jobs_load import job_body, job_images, job_outcomes
-from app.bench.huge_jobs_report import busy_after, checks, cpu_rates, window
 from app.sim.replica.request_metrics import RequestRecord
-from deployments.models.wire import MAX_IMAGE_B64_CHARS
+from bench.experiments.huge_jobs.report import busy_after, checks, cpu_rates, window
+from bench.workloads.huge_jobs import job_body, job_images, job_outcomes
+from deployments.models.input_decoding import MAX_IMAGE_B64_CHARS
 
 
 def test_blank_jobs_fill_the_item_cap_and_noisy_ones_the_body_limit() -> None:

@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from deployments.ingress.admission import Admission, DrainEstimate, FamilyCapacity, per_item_s
-from deployments.ingress.catalog import Catalog, family_info
+from deployments.ingress.classify.admission import (
+    Admission,
+    DrainEstimate,
+    FamilyCapacity,
+    per_item_s,
+)
+from deployments.ingress.classify.catalog import Catalog, family_info
 from deployments.ingress.clock import StartSource, arrival_from, parse_request_start
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.types import Variant

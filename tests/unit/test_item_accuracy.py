@@ -1,4 +1,4 @@
-"""The simulator's accuracy on the items a run sent (app/bench/item_accuracy.py): which item a
+"""The simulator's accuracy on the items a run sent (bench/experiments/adaptive_vs_static/item_accuracy.py): which item a
 record carries (the load generator cycles through its items), what counts (answered ok within
 the SLO), variants the table lacks, and the checks that prefer it to the profile's accuracy."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.bench.item_accuracy import ItemTable, measure_items
-from app.bench.live_report import checks
 from app.sim.replica.request_metrics import RequestRecord, summarize
+from bench.experiments.adaptive_vs_static.item_accuracy import ItemTable, measure_items
+from bench.experiments.adaptive_vs_static.report import checks
 
 
 def _rec(i: int, variant: str | None, latency_ms: float = 50.0,
@@ -55,11 +55,13 @@ def test_checks_compare_live_accuracy_with_the_sim_s_on_the_same_items() -> None
 
 
 def test_measure_items_runs_every_variant_on_the_load_generator_s_items() -> None:
-    from pathlib import Path
+    from tests.conftest import MODELS_DIR  # the cache build_app reads, from the repo root
 
-    models = Path(".cache/models")
-    if not (models / "family.json").exists():
-        pytest.skip("the family's trained models are not built here (bash scripts/run.sh builds them)")
-    table = measure_items("family", models, limit=16)
+    if not (MODELS_DIR / "family.json").exists():
+        pytest.skip(f"the family's trained models are not in {MODELS_DIR} (bash scripts/run.sh "
+                    "builds them)")
+    table = measure_items("family", MODELS_DIR, limit=16)
     assert table.items == 16 and len(table.correct) >= 2
-    assert all(0.0 <= a <= 1.0 for a in table.by_variant().values())
+    assert all(len(right) == 16 for right in table.correct.values())
+    # trained digit classifiers (10 classes): the best variant is far above chance (0.1)
+    assert max(table.by_variant().values()) >= 0.5, table.by_variant()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.bench.live import classifier_args, profile_capacity, serve_args, with_classifier
+from bench.core.serve import classifier_args, profile_capacity, serve_args, with_classifier
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.types import Variant
 
@@ -44,8 +44,8 @@ def test_profile_capacity_picks_the_best_batch_within_half_the_slo() -> None:
 
 
 def test_hops_count_a_job_once_outside_its_batches() -> None:
-    from app.bench.live_report import hops_p50_ms
     from app.sim.replica.request_metrics import RequestRecord
+    from bench.experiments.adaptive_vs_static.report import hops_p50_ms
 
     def rec(i: int, lat: float, queue: float, compute: float, job: str | None) -> RequestRecord:
         return RequestRecord(index=i, scheduled_s=0, sent_s=0, outcome="ok", latency_ms=lat,
@@ -104,7 +104,7 @@ def test_call_timings_split_the_stack_time_of_answered_calls() -> None:
 
 
 def test_serve_actors_are_named_by_their_process_titles() -> None:
-    from app.bench.processes import actor_of
+    from bench.core.probe import actor_of
 
     assert actor_of("ray::ServeReplica:adaptserve:Classifier_family") == (
         "ServeReplica:adaptserve:Classifier_family")

@@ -9,15 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from app.bench.knob_metrics import KnobMetrics, knob_metrics, parse_utilities, pool
-from app.bench.live_statics import (
+from app.sim.replica.request_metrics import RequestRecord
+from bench.experiments.adaptive_vs_static.knob_metrics import (
+    KnobMetrics,
+    knob_metrics,
+    parse_utilities,
+    pool,
+)
+from bench.experiments.adaptive_vs_static.statics import (
     StaticConfig,
     best_static,
     resolve_statics,
     run_names,
     static_candidates,
 )
-from app.sim.replica.request_metrics import RequestRecord
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.types import Variant
 
@@ -90,9 +95,9 @@ def test_the_best_static_has_the_highest_live_capacity() -> None:
 
 
 def test_every_static_configuration_is_a_valid_app_config() -> None:
-    from app.bench import live as lb
-    from app.bench.live_settings import LiveBenchSettings, static_args
     from app.builder import load_config
+    from bench.core import serve as lb
+    from bench.experiments.adaptive_vs_static.settings import LiveBenchSettings, static_args
 
     args = lb.serve_args(REPO / "serve_config.yaml")
     for family, policy, profile in (("vit", "otas", _vit()), ("fusion", "mosel", _fusion())):
@@ -161,9 +166,9 @@ def test_utilities_parse_from_the_command_line() -> None:
 def test_calls_carry_their_utility_in_the_load_and_in_the_simulator() -> None:
     import numpy as np
 
-    from app.bench.loadgen import LoadgenConfig, build_payloads
     from app.sim.replica.sim import SchedulerSimConfig, simulate
     from app.sim.traces.spec import TraceSpec
+    from bench.core.client import LoadgenConfig, build_payloads
     from policies.schedulers.base import PendingItem, Scheduler, SchedulerDecision
     from policies.schedulers.registry import make_scheduler
 
@@ -193,7 +198,11 @@ def test_calls_carry_their_utility_in_the_load_and_in_the_simulator() -> None:
 
 
 def test_the_knobs_section_compares_the_adaptive_policy_with_every_static() -> None:
-    from app.bench.live_knobs import knobs_report, knobs_section, static_labels
+    from bench.experiments.adaptive_vs_static.knobs import (
+        knobs_report,
+        knobs_section,
+        static_labels,
+    )
 
     statics = {"best": "g0", "configs": [{"label": "g8"}, {"label": "g0"}]}
     live = {"static_2x": KnobMetrics(10.0, 100, 50, 40.0, 80.0, 50),
@@ -217,8 +226,8 @@ def test_the_knobs_section_compares_the_adaptive_policy_with_every_static() -> N
 
 
 def test_the_simulator_phase_reads_the_best_static_and_the_others_from_the_run() -> None:
-    from app.bench.live_settings import LiveBenchSettings
-    from app.bench.live_sim import RecordedRun, phase_inputs
+    from bench.experiments.adaptive_vs_static.settings import LiveBenchSettings
+    from bench.experiments.adaptive_vs_static.sim import RecordedRun, phase_inputs
 
     settings = LiveBenchSettings(config=REPO / "serve_config.yaml", family="vit", policy="otas",
                                  job_size=4)

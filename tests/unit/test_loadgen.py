@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 from aiohttp import web
 
-from app.bench import http
-from app.bench.loadgen import (
+from app.sim.replica.request_metrics import RequestRecord, summarize
+from app.sim.traces.spec import TraceSpec, arrival_times
+from bench.core import http
+from bench.core.client import (
     LoadgenConfig,
     build_payloads,
     format_summary,
@@ -24,9 +26,7 @@ from app.bench.loadgen import (
     run_load,
     trace_data_dir,
 )
-from app.bench.loadgen_report import plot_runs, write_json
-from app.sim.replica.request_metrics import RequestRecord, summarize
-from app.sim.traces.spec import TraceSpec, arrival_times
+from bench.core.run_report import plot_runs, write_json
 from profiling.paths import shared_data_dir
 from tests.conftest import needs_shared
 

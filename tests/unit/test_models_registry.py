@@ -14,7 +14,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from deployments.models import family, fusion, registry, train, vit_tokens
+from deployments.models import family, fusion, registry, vit_tokens
+from deployments.models import train_families as train
 from deployments.models.data import DataConfig
 
 # 20 % train / 60 % val / 20 % test: a third of the default training set, one view per item

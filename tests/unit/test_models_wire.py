@@ -19,9 +19,9 @@ from deployments.models.family import FamilyConfig, FamilyServable
 from deployments.models.family import build as build_family
 from deployments.models.fusion import FusionConfig, FusionServable
 from deployments.models.fusion import build as build_fusion
+from deployments.models.input_decoding import decode_image, encode_image
 from deployments.models.vit_tokens import TokenViTServable, VitConfig
 from deployments.models.vit_tokens import build as build_vit
-from deployments.models.wire import decode_image, encode_image
 
 
 @pytest.fixture(autouse=True)

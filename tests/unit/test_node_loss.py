@@ -11,8 +11,8 @@ from typing import Any
 from aiohttp import web
 from pytest import approx
 
-from app.bench.node_loss_load import Answer, outcome_of, send_load
-from app.bench.node_loss_report import figures, rows, table
+from bench.experiments.node_loss.load import Answer, outcome_of, send_load
+from bench.experiments.node_loss.report import figures, rows, table
 from tests.unit.local_http import serve_posts
 
 
@@ -118,7 +118,7 @@ def test_slow_503s_fail() -> None:
 
 
 def test_proxy_latencies_reads_the_access_log(tmp_path: Path) -> None:
-    from app.bench.node_loss import proxy_latencies
+    from bench.experiments.node_loss.run import proxy_latencies
 
     (tmp_path / "proxy_127.0.0.1.log").write_text(
         "INFO 2026-11-24 16:07:40,436 proxy 127.0.0.1 nodeloss-000007 -- POST /v1/classify "

@@ -18,7 +18,7 @@ from deployments.ingress.answers import FamilyHealthOut, ModelsResponse, StatusR
 from deployments.ingress.config import HttpConfig
 from deployments.ingress.health import FamilyLiveness
 from deployments.ingress.openapi import tiny_png
-from deployments.models.wire import decode_image
+from deployments.models.input_decoding import decode_image
 from tests.unit.test_edge_http import keyed_client, shed
 from tests.unit.test_serving_control import config, report
 from tests.unit.test_serving_http import catalog, client
@@ -61,9 +61,18 @@ def test_every_answer_is_one_the_document_declares() -> None:
 
 
 def test_the_get_answers_match_their_models() -> None:
-    ModelsResponse.model_validate(catalog().to_json())
-    for health in FamilyLiveness(["m", "n"], clock=lambda: 5.0).to_json().values():
-        FamilyHealthOut.model_validate(health)
+    """What the routes send is what their documented models describe: validated, nothing is
+    dropped, renamed or coerced."""
+    models = catalog().to_json()
+    assert models["models"]
+    assert ModelsResponse.model_validate(models).model_dump(mode="json",
+                                                            exclude_unset=True) == models
+    live = FamilyLiveness(["m", "n"], clock=lambda: 5.0)
+    live.call_failed("n", RuntimeError("ActorDiedError"))
+    states = live.to_json()
+    assert {h["state"] for h in states.values()} == {"starting", "suspect"}
+    for health in states.values():
+        assert FamilyHealthOut.model_validate(health).model_dump(mode="json") == health
 
 
 def test_the_controller_status_matches_its_model(tmp_path: Any) -> None:

@@ -1,4 +1,4 @@
-"""The chat route's OpenAPI entry (deployments/ingress/openapi_chat.py) is true of its answers:
+"""The chat route's OpenAPI entry (deployments/ingress/chat/openapi.py) is true of its answers:
 every error code's body validates against the schema declared for its status, a completion
 against the declared answer, an accepted request against the declared body."""
 
@@ -10,11 +10,11 @@ from typing import Any
 import jsonschema
 from fastapi import FastAPI
 
-from deployments.ingress.chat_answers import Usage, completion
-from deployments.ingress.chat_errors import CODES, ChatError
-from deployments.ingress.chat_parse import parse_chat
-from deployments.ingress.chat_schemas import ChatLimits
-from deployments.ingress.openapi_chat import PATH, declare_chat
+from deployments.ingress.chat.answers import Usage, completion
+from deployments.ingress.chat.errors import CODES, ChatError
+from deployments.ingress.chat.openapi import PATH, declare_chat
+from deployments.ingress.chat.parse import parse_chat
+from deployments.ingress.chat.schemas import ChatLimits
 
 
 def _doc() -> dict[str, Any]:

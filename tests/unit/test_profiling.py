@@ -193,7 +193,7 @@ def test_cli_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 def test_profile_real_family(trained_models_dir: Path) -> None:
     """The real "family" model (trained once per session), small batches and repeats."""
     from deployments.models.registry import load_model
-    from deployments.models.train import read_metadata
+    from deployments.models.train_families import read_metadata
 
     model = load_model("family", cache_dir=trained_models_dir)
     measured = (read_metadata("family", trained_models_dir) or {})["test_accuracy"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 
-from app.bench.reliability_attacks import chunked_upload, judge, slow_client, status_of
-from app.bench.reliability_bodies import malformed_set
-from app.bench.reliability_report import figures, rss_peak, table
-from app.bench.reliability_stats import memory_groups
+from bench.experiments.reliability.report import figures, rss_peak, table
+from bench.experiments.reliability.stats import memory_groups
+from bench.workloads.hostile_bodies import malformed_set
+from bench.workloads.hostile_clients import chunked_upload, judge, slow_client, status_of
 
 VALID = {"model": "vit", "inputs": {"image": "aGVsbG8="}, "slo": {"latency_ms": 200.0}}
 

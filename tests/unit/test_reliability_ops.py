@@ -12,12 +12,11 @@ from typing import Any
 
 import pytest
 
-from app.bench import reliability_report_ops as ops
-from app.bench.reliability_attacks import slow_header_client
-from app.bench.reliability_phases import soak_target
-from app.bench.reliability_report import figures, table
-from app.bench.reliability_settings import ReliabilitySettings
-from app.bench.reliability_stats import (
+from bench.experiments.reliability import report_ops as ops
+from bench.experiments.reliability.phases import soak_target
+from bench.experiments.reliability.report import figures, table
+from bench.experiments.reliability.settings import ReliabilitySettings
+from bench.experiments.reliability.stats import (
     answer_kind,
     kinds,
     mean_in,
@@ -25,6 +24,7 @@ from app.bench.reliability_stats import (
     rss_groups,
     window_mean,
 )
+from bench.workloads.hostile_clients import slow_header_client
 
 UNAVAILABLE = json.dumps({"error": {"type": "unavailable", "message": "no live replica"}})
 

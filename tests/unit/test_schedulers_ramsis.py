@@ -63,6 +63,27 @@ def test_ramsis_faster_variant_at_higher_load_and_lower_slack(
         assert lats == sorted(lats, reverse=True)
 
 
+def test_ramsis_replica_load_counts_every_worker(ramsis_plan: RamsisPolicySet) -> None:
+    """The default load scope ("replica"): a replica's own rate times the plan's workers is
+    the deployment load the tables are indexed by."""
+    profile = image_profile()
+    assert ramsis_plan.num_workers == 2
+    per_replica = make_scheduler("ramsis", profile, ramsis_plan, {})
+    whole = make_scheduler("ramsis", profile, ramsis_plan, {"load_scope": "deployment"})
+    pending = tuple(PendingItem(str(k), 0.0, 0.1, "t") for k in range(4))
+
+    def choice(s: Any, load: float) -> tuple[str, int]:
+        run = s.decide(pending, 0.0, load).run
+        assert run is not None
+        return run.variant.name, len(run.item_ids)
+
+    loads = (10.0, 50.0, 100.0, 150.0, 200.0)
+    for q in loads:
+        assert choice(per_replica, q) == choice(whole, 2 * q)
+    # the check can tell: somewhere doubling the load changes the choice
+    assert any(choice(whole, 2 * q) != choice(whole, q) for q in loads)
+
+
 def test_ramsis_driver_and_pinned_table(ramsis_plan: RamsisPolicySet) -> None:
     profile = image_profile()
     s = make_scheduler("ramsis", profile, ramsis_plan, {})

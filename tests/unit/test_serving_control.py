@@ -18,8 +18,8 @@ from deployments.classifier.policy_setup import (
     build_policies,
     read_task_plans,
 )
+from deployments.ingress.classify.schemas import ClassifyRequest
 from deployments.ingress.errors import from_validation
-from deployments.ingress.schemas import ClassifyRequest
 from deployments.wire import PlanUpdate, ReplicaReport
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.schedulers.params import RamsisParams

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from deployments.ingress.admission import Admission, FamilyCapacity
-from deployments.ingress.catalog import Catalog, family_info
+from deployments.ingress.classify.admission import Admission, FamilyCapacity
+from deployments.ingress.classify.catalog import Catalog, family_info
+from deployments.ingress.classify.service import IngressService
 from deployments.ingress.config import HttpConfig
 from deployments.ingress.deployment import build_http_app, health_of
 from deployments.ingress.metrics import IngressMetrics
-from deployments.ingress.service import IngressService
 from deployments.wire import ClassifyCall, ClassifyOutcome, ItemResult, ItemStatus
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.types import Variant

@@ -9,7 +9,6 @@ from dataclasses import replace
 
 import pytest
 
-from app.bench.fidelity_fit import HEADLINE, is_measured, path_processes
 from app.sim.generation.config import GenSimConfig, ServePath, StageConfig
 from app.sim.generation.live_fit import LiveGenerationSim, PathCosts
 from app.sim.generation.requests import GenRequest
@@ -20,6 +19,7 @@ from app.sim.generation.shared_cores import (
     processor_sharing,
 )
 from app.sim.generation.sim import GenerationSim
+from bench.experiments.fidelity.fit import HEADLINE, is_measured, path_processes
 from tests.unit.test_sim_live_fit import prefill, toy
 
 MONO = GenSimConfig(ServePath.MONOLITH, StageConfig(1))

@@ -26,11 +26,12 @@ from app.sim.generation.autoscale import (
 )
 from app.sim.generation.autoscale_day import day_trace
 from app.sim.generation.config import GenSimConfig, ServePath, StageConfig
+from app.sim.generation.metrics import summarize
 from app.sim.generation.workload import TraceArrays
 from policies.autoscaling import ENCODER, LLM
 from policies.generation.stage_profile import EncoderProfile, LLMProfile, StageProfiles
+from policies.generation.token_routing import Architecture
 from policies.generation.ttft_slo import TTFTSLOs
-from policies.token_routing import Architecture
 
 SLOS = TTFTSLOs(1000.0)
 # period 0.5 s (window the same), scale down after 1 s low, replicas serve 0.25 s after asked
@@ -89,7 +90,7 @@ def test_cross_attention_burst_scales_the_encoders_up_and_back_while_the_llm_sta
     assert max(burst) >= 3  # 16,000 image tokens/s at 0.8 x 10,000 per encoder: 2, + forecast
     assert after and set(after) == {1}  # back down once the burst has been gone > 1 s
     assert {t.target[LLM] for t in scaler.ticks} == {1}  # text tokens only, far below capacity
-    assert result.summary().served == len(result.arrival_s)
+    assert summarize(result).served == len(result.arrival_s)
 
 
 def test_decoder_only_burst_grows_the_llm_too() -> None:

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from app.sim.generation.config import GenSimConfig, Order, Routing, ServePath, StageConfig
+from app.sim.generation.metrics import summarize
 from app.sim.generation.requests import GenRequest
 from app.sim.generation.sim import LOST, OK, GenerationSim, simulate
 from policies.generation.stage_profile import EncoderProfile, LLMProfile, StageProfiles
-from policies.token_routing import Architecture
+from policies.generation.token_routing import Architecture
 
 
 def toy(arch: Architecture = Architecture.DECODER_ONLY) -> StageProfiles:
@@ -165,7 +166,7 @@ def test_drop_lost_answers_deadline_exceeded_and_counts_as_infinitely_late() -> 
     assert r.outcome.tolist() == [OK, LOST, LOST, LOST]
     assert r.ttft_ms()[0] == pytest.approx(10.0 + prefill(300))
     assert r.images_encoded == 2
-    s = r.summary()
+    s = summarize(r)
     assert s.lost == 3 and math.isinf(s.ttft_p99_ms) and s.slo_attainment == 0.25
     kept = simulate(reqs, toy(), disagg(encoders=2, ttft_slo_ms=50.0, encoder_max_batch=1))
     assert (kept.outcome == OK).all() and kept.images_encoded == 8
@@ -173,7 +174,7 @@ def test_drop_lost_answers_deadline_exceeded_and_counts_as_infinitely_late() -> 
 
 def test_summary_percentiles_and_warmup() -> None:
     reqs = [GenRequest(float(i), 100, 0, 1) for i in range(100)]
-    s = simulate(reqs, toy(), disagg(warmup_s=50.0)).summary()
+    s = summarize(simulate(reqs, toy(), disagg(warmup_s=50.0)))
     assert s.requests == 50 and s.served == 50
     assert s.ttft_p99_ms == pytest.approx(prefill(100)) and s.slo_attainment == 1.0
 
@@ -235,18 +236,18 @@ def test_each_class_is_held_to_its_own_slo() -> None:
     # text-only requests take 14.9 ms, one-image requests 10 + 24.9 ms (prefill of 200 tokens)
     reqs = [GenRequest(float(i), 100, i % 2, 1) for i in range(40)]
     r = simulate(reqs, toy(), disagg(ttft_slo_ms=30.0, text_ttft_slo_ms=20.0))
-    s = r.summary()
+    s = summarize(r)
     assert s.ttft_p99_text_ms == pytest.approx(prefill(100))
     assert s.ttft_p99_image_ms == pytest.approx(10.0 + prefill(200))
     assert (s.ttft_slo_ms, s.text_ttft_slo_ms) == (30.0, 20.0)
     assert not s.meets_slo and s.slo_attainment == 0.5  # the image requests miss 30 ms
     assert s.slo_ratio == pytest.approx((10.0 + prefill(200)) / 30.0)
-    ok = simulate(reqs, toy(), disagg(ttft_slo_ms=40.0, text_ttft_slo_ms=15.0)).summary()
+    ok = summarize(simulate(reqs, toy(), disagg(ttft_slo_ms=40.0, text_ttft_slo_ms=15.0)))
     assert ok.meets_slo and ok.slo_attainment == 1.0
-    text_late = simulate(reqs, toy(), disagg(ttft_slo_ms=40.0, text_ttft_slo_ms=14.0)).summary()
+    text_late = summarize(simulate(reqs, toy(), disagg(ttft_slo_ms=40.0, text_ttft_slo_ms=14.0)))
     assert not text_late.meets_slo  # the text-only class misses its own, tighter SLO
     text_only = simulate(reqs[::2], toy(), disagg(ttft_slo_ms=1.0, text_ttft_slo_ms=15.0))
-    assert text_only.summary().meets_slo  # no image requests: their class does not count
+    assert summarize(text_only).meets_slo  # no image requests: their class does not count
     with pytest.raises(ValueError, match="text_only_ms"):
         disagg(text_ttft_slo_ms=0.0)
 

@@ -1,5 +1,5 @@
 """Pieces of the generation simulator: the image split and the per-class TTFT SLOs (policies, the
-live system's too), the pool's router (policies.token_routing's order, ties rotating), the
+live system's too), the pool's router (policies.generation.token_routing's order, ties rotating), the
 ModServe-scale profiles held against the paper's ratios (InternVL's tiling), and the
 experiment's SLOs and max-load search."""
 
@@ -202,7 +202,7 @@ def test_alone_ttft_encodes_in_sequence_on_the_monolith_in_parallel_disaggregate
 
 
 def test_internvl_p99_image_request_misses_the_factor_10_slo_alone_on_every_system() -> None:
-    """The zero-load floor (scripts/sim_zero_load_floor.py): the 13-image request (the P99 of the
+    """The zero-load floor (python -m bench modserve-zero-load): the 13-image request (the P99 of the
     figure's image-text requests) misses 10 x the one-image TTFT before any load; 10 images fit."""
     setup = make_setup("internvl2.5-26b", 10.0)
     for system in ("monolith", "modserve"):

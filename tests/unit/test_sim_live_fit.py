@@ -15,7 +15,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from app.bench.gen_workload import ExamplePool, ModelShape, WorkloadSpec, make_workload
 from app.sim.generation.autoscale import Autoscaling, Capacities, PolicyTiming
 from app.sim.generation.config import GenSimConfig, ServePath, StageConfig
 from app.sim.generation.live_fit import (
@@ -42,9 +41,10 @@ from app.sim.generation.live_replay import (
 )
 from app.sim.generation.requests import GenRequest
 from app.sim.generation.sim import LOST, simulate
+from bench.workloads.chat import ExamplePool, ModelShape, WorkloadSpec, make_workload
 from policies.autoscaling import ENCODER, LLM, AppScalingSettings, ScalingSettings
 from policies.generation.stage_profile import EncoderProfile, LLMProfile, StageProfiles
-from policies.token_routing import Architecture
+from policies.generation.token_routing import Architecture
 
 # the live VLM's prompt (docs/data_generation.json model_shape; 16 encoder tokens an image)
 SHAPE = PromptShape(base_tokens=12, turn_tokens=14, image_prompt_tokens=17, image_tokens=16)

@@ -14,7 +14,7 @@ from policies.generation.stage_profile import (
     StageProfiles,
     interpolate,
 )
-from policies.token_routing import Architecture
+from policies.generation.token_routing import Architecture
 
 ENCODER = EncoderProfile(16, {1: 2.0, 2: 3.0, 4: 5.0, 8: 9.0, 16: 17.0})
 LLM = LLMProfile(Architecture.DECODER_ONLY, {16: 4.0, 64: 6.0, 256: 14.0},

@@ -17,7 +17,7 @@ from policies.generation.stage_profile import (
     LLMProfile,
     StageProfiles,
 )
-from policies.token_routing import Architecture
+from policies.generation.token_routing import Architecture
 from profiling.paths import REPO_ROOT, stage_profile_file
 from profiling.stages import (
     StageSettings,

@@ -1,4 +1,4 @@
-"""Token-aware routing arithmetic (policies/token_routing.py, policies/token_ledger.py) and the
+"""Token-aware routing arithmetic (policies/generation/token_routing.py, policies/generation/token_ledger.py) and the
 pure parts of its Serve glue (deployments/generation/routers.py, the LLM replica's count): costs
 per architecture, least-pending choice with ties in rotating order, a call's hold (an LLM call's
 tokens until its first chunk), the ledger's reconciliation with replica reports."""
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.token_ledger import LedgerSettings, TokenLedger
-from policies.token_routing import (
+from policies.generation.token_ledger import LedgerSettings, TokenLedger
+from policies.generation.token_routing import (
     Architecture,
     PendingTokens,
     PromptCost,
@@ -293,7 +293,7 @@ def test_the_llm_replica_counts_a_prompt_until_its_first_chunk() -> None:
     from deployments.autoscaling.decisions import IMAGE_TOKENS, TEXT_TOKENS
     from deployments.autoscaling.reporting import ArrivalRates
     from deployments.generation.llm import LLMBackend, LLMSettings
-    from deployments.generation.wire import GenerateCall
+    from deployments.generation.stage_messages import GenerateCall
 
     cls = LLMBackend.func_or_class
     replica = cls.__new__(cls)  # the replica without Serve or a model: only its stream

@@ -56,8 +56,8 @@ from policies.autoscaling import (
 )
 from policies.autoscaling.meter import RateMeter, ShareSinceLast
 from policies.generation.stage_profile import StageProfiles
+from policies.generation.token_routing import Architecture
 from policies.generation.ttft_slo import TTFTSLOs
-from policies.token_routing import Architecture
 
 ENC_IMAGE, LLM_TEXT, LLM_IMAGE, LLM_IMAGES = ("encoder_image_tokens", "llm_text_tokens",
                                               "llm_image_tokens", "llm_images")

@@ -48,15 +48,15 @@ from app.sim.generation.sim import GenSimResult
 from app.sim.generation.workload import TraceArrays, generate_arrays, one_day_image_burst
 from policies.autoscaling import ENCODER, LLM, History, initial_replicas, replicas_for
 from policies.generation.stage_profile import StageProfiles
+from policies.generation.token_routing import Architecture
 from policies.generation.ttft_slo import IMAGE_TEXT, TEXT_ONLY, TTFTSLOs
-from policies.token_routing import Architecture
 
 MONOLITH, MODSERVE = "monolith", "modserve"
 SYSTEMS = (MONOLITH, MODSERVE)
 TP = {MONOLITH: {LLM: MONOLITH_TP}, MODSERVE: {ENCODER: IMAGE_TP, LLM: TEXT_TP}}
 
 
-SLO_FACTORS = (5.0, 7.5, 10.0, 15.0, 20.0)  # scripts/sim_modserve.py's (ModServe §5.3)
+SLO_FACTORS = (5.0, 7.5, 10.0, 15.0, 20.0)  # python -m bench modserve's (ModServe §5.3)
 REQUESTS_PER_WINDOW = 3000  # compression None: k keeps about this many requests per window
 FLOOR_SHARE = 0.75  # an SLO is usable when the isolated P99 of each class is within this share
 

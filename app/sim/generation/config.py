@@ -33,7 +33,7 @@ class Order(StrEnum):
 
 
 class Routing(StrEnum):
-    TOKENS = "tokens"  # least pending route tokens (policies.token_routing, as the live routers)
+    TOKENS = "tokens"  # least pending route tokens (policies.generation.token_routing, as the live routers)
     LEAST_REQUESTS = "least_requests"  # least outstanding requests (a plain load balancer)
     ROUND_ROBIN = "round_robin"
     RANDOM = "random"

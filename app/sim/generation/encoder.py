@@ -104,7 +104,7 @@ class EncoderStage:
             self.busy.append(False)
             self.current.append([])
         g = len(self.groups)
-        tokens = images * self.profile.tokens_per_image  # policies.token_routing's image cost
+        tokens = images * self.profile.tokens_per_image  # policies.generation.token_routing's image cost
         self.groups.append(_Group(request, k, tokens, images))
         self.pool.hold(k, tokens)
         for _ in range(images):

@@ -24,14 +24,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from app.sim.generation.config import GenSimConfig, Order, Routing, ServePath, StageConfig
-from app.sim.generation.metrics import GenSummary
+from app.sim.generation.metrics import GenSummary, summarize
 from app.sim.generation.modserve_profiles import IMAGE_TP, MONOLITH_TP, TEXT_TP, modserve_profiles
 from app.sim.generation.requests import GenRequest
 from app.sim.generation.sim import simulate
 from app.sim.generation.workload import PowerLawTokens, TraceArrays, generate_arrays, steady
 from policies.generation.stage_profile import StageProfiles
+from policies.generation.token_routing import PromptCost, RequestTokens
 from policies.generation.ttft_slo import TTFTSLOs
-from policies.token_routing import PromptCost, RequestTokens
 
 SYSTEMS = ("monolith", "decoupled", "+scheduling", "modserve")
 SIZED = "modserve-sized"  # modserve with the text:image split its stage profiles call for
@@ -170,7 +170,7 @@ def run_point(setup: Setup, system: str, trace: TraceArrays, rate_rps: float,
     scaled = at_rate(trace, rate_rps)
     warmup_s = scaled.duration_s * setup.warmup_share
     profiles = setup.monolith if system == "monolith" else setup.disaggregated
-    return simulate(scaled, profiles, system_config(setup, system, warmup_s, seed)).summary()
+    return summarize(simulate(scaled, profiles, system_config(setup, system, warmup_s, seed)))
 
 
 def max_load(meets: Callable[[float], bool], passing: float, failing: float,

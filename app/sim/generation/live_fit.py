@@ -1,6 +1,6 @@
 """The live generation path around the simulator: what a request costs on this machine beyond
 the stage profiles, as parameters measured on the live system, and the simulator run with them
-(issue 13, "Fidelity"; scripts/sim_live_fidelity.py, docs/sim_generation.md).
+(issue 13, "Fidelity"; python -m bench fidelity-generation, docs/sim_generation.md).
 
 The stage profiles time the encoder and the vLLM engine alone. A live request also pays its path:
 the Serve proxy, the ingress (strict JSON, chat template, tokenizer, the PNG data URLs), a Serve
@@ -48,7 +48,7 @@ from policies.generation.stage_profile import StageProfiles
 
 @dataclass(frozen=True)
 class PromptShape:
-    """Prompt tokens of a live benchmark request (the VLM's chat template; app/bench/
+    """Prompt tokens of a live benchmark request (the VLM's chat template; bench/
     gen_payloads.py `model_shape` counts the same with the tokenizer): a one-turn prompt, each
     earlier (question, answer) turn, each image (its image tokens and the template around it)."""
 

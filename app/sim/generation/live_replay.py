@@ -1,4 +1,4 @@
-"""The live autoscaling burst demo (scripts/bench_autoscale_burst.py, docs/data_autoscale_burst.json)
+"""The live autoscaling burst demo (python -m bench autoscaling-burst, docs/data_autoscale_burst.json)
 replayed in the simulator: the same requests, the live path in front of the stages (live_fit.py),
 the policy the Serve hooks run (policies.autoscaling through app/sim/generation/autoscale.py's
 `Autoscaler`), and the loads as Serve hands them to it (`ServeTiming`): each replica's arrival

@@ -18,7 +18,7 @@ A prompt's tokens are what its prefill processes and what the router counts (`Pr
 first token at the end of its prefill's (last) iteration and one more at the end of each later
 one until it has `output_tokens`; a replica's count of pending tokens (the router's) holds a request's
 prompt tokens from routing until its first token, the prefill work queued ahead, as the live
-replica's does (policies.token_routing), and the request in flight until its last token
+replica's does (policies.generation.token_routing), and the request in flight until its last token
 (`prompt_tokens_until_done`: the tokens too, the old count, for comparison).
 
 With `drop_lost`, a request whose TTFT deadline is lost when it reaches its replica (less than

@@ -12,17 +12,13 @@ class's SLO. TBT and E2E percentiles are over the requests served. Percentiles a
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from app.sim.generation.sim import LOST, OK, GenSimResult
 from policies.generation.ttft_slo import IMAGE_TEXT, TEXT_ONLY
-
-if TYPE_CHECKING:
-    from app.sim.generation.sim import GenSimResult
-
-OK, LOST = 1, 2  # outcome codes (sim.py)
 
 
 def percentile(values: NDArray[np.float64], q: float) -> float:
@@ -71,6 +67,7 @@ class GenSummary:
 
 
 def summarize(result: GenSimResult) -> GenSummary:
+    """A run's summary (sim.py makes the run; this module reads it)."""
     cfg = result.config
     counted = result.arrival_s >= cfg.warmup_s
     ttft = result.ttft_ms()[counted]

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from policies.generation.stage_profile import EncoderProfile, LLMProfile, StageProfiles
-from policies.token_routing import Architecture
+from policies.generation.token_routing import Architecture
 
 FIG5_TEXT_TOKENS = 100
 ENCODER_BATCHES = (1, 2, 4, 8, 16, 32)

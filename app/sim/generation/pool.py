@@ -2,7 +2,7 @@
 tokens, and the router that picks one for the next piece of work.
 
 - Routing `tokens`: the fewest pending route tokens, then the fewest in-flight calls, then the
-  replica chosen least recently (ties rotate): `policies.token_routing`'s order (`ReplicaLoad`,
+  replica chosen least recently (ties rotate): `policies.generation.token_routing`'s order (`ReplicaLoad`,
   `TieOrder`, `choose_replica`), the code the live Serve routers run. The simulator has one
   router that sees every replica's tally exactly (`PendingTokens`, what a replica reports), so
   the `TokenLedger` reconciliation of many routers and stale reports is not modelled; for speed
@@ -23,7 +23,7 @@ from enum import IntEnum
 
 from app.sim.generation.config import Routing, StageConfig
 from app.sim.kernel import Kernel
-from policies.token_routing import PendingTokens, ReplicaLoad, TieOrder, choose_replica
+from policies.generation.token_routing import PendingTokens, ReplicaLoad, TieOrder, choose_replica
 
 READY_PRIORITY = 1  # after work finishing at the same instant, before arrivals
 

@@ -8,7 +8,7 @@
 TTFT = first token - arrival; TBT = (last token - first token) / (output tokens - 1); E2E = last
 token - arrival. Each request's TTFT deadline is arrival + its class's SLO (`config.slos`,
 policies.generation.ttft_slo: text-only or image-text); deadline ordering and `drop_lost` use it.
-Deterministic: the kernel orders simultaneous events, routing ties rotate (policies.token_routing
+Deterministic: the kernel orders simultaneous events, routing ties rotate (policies.generation.token_routing
 .TieOrder, seeded), and every draw (random routing) comes from one `random.Random(seed)`.
 
 `set_replicas(stage, n, now_s)` and `every(period_s, fn)` are the hooks an autoscaler drives.
@@ -28,13 +28,12 @@ from numpy.typing import NDArray
 from app.sim.generation.config import GenSimConfig, StageConfig
 from app.sim.generation.encoder import EncoderStage
 from app.sim.generation.llm import LLMStage, LLMWork
-from app.sim.generation.metrics import GenSummary, summarize
 from app.sim.generation.pool import ReplicaPool
 from app.sim.generation.requests import GenRequest
 from app.sim.generation.workload import TraceArrays
 from app.sim.kernel import Kernel
 from policies.generation.stage_profile import StageProfiles
-from policies.token_routing import PromptCost, RequestTokens
+from policies.generation.token_routing import PromptCost, RequestTokens
 
 ARRIVAL_PRIORITY = 2
 TICK_PRIORITY = 3
@@ -69,9 +68,6 @@ class GenSimResult:
         with np.errstate(invalid="ignore", divide="ignore"):
             tbt = (self.finish_s - self.first_s) * 1000.0 / steps
         return np.where((self.outcome == OK) & (steps > 0), tbt, np.nan)
-
-    def summary(self) -> GenSummary:
-        return summarize(self)
 
 
 def simulate(workload: TraceArrays | Sequence[GenRequest], profiles: StageProfiles,

@@ -1,7 +1,7 @@
 """MOSEL experiment over several profiles and seeds: aggregation, table, plot.
 
-`run_mosel_suite` is what both `adaptserve simulate --experiment mosel` and
-`scripts/bench_mosel.py` run; `mosel_table` and `plot_mosel` render its result.
+`run_mosel_suite` is what both `python -m bench mosel` and
+`python -m bench mosel` run; `mosel_table` and `plot_mosel` render its result.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def experiment_report(config: dict[str, Any], runs: dict[str, SimRun],
 
 
 def otas_table(report: dict[str, Any]) -> str:
-    """The per-policy table printed by the CLI and scripts/bench_otas.py."""
+    """The per-policy table printed by the CLI and python -m bench otas."""
     base, cfg = report["baseline"], report["config"]
     lines = [f"setting: {cfg.get('setting', 'paper')} (docs/otas.md)",
              f"trace: {cfg['duration_s']} s, {cfg['num_queries']} queries "

@@ -1,5 +1,5 @@
 """Loader for the RAMSIS public profiles (`<shared data>/ramsis`, see its SOURCE.md); the caller
-passes the shared data directory (`adaptserve simulate --data-dir`).
+passes the shared data directory (`python -m bench ramsis --data-dir`).
 
 Each `<model>_bsize-<B>_profile.json[.gz]` is a JSON list of per-batch wall-clock seconds. We keep
 mean/p50/p95/p99 per (model, B); `policies.profile.LatencyModel` then applies RAMSIS's treatment

@@ -17,7 +17,7 @@ driving an unchanged `policies.schedulers` Scheduler object.
   the unchanged `policies.admission.ConcurrencyLimiter`, at each call's send. A call beyond the
   limit is answered `refused` at once (429, latency 0) and adds `front_ms_per_refusal` of work
   to the front stage; an admitted call releases its slot when answered, with its latency from
-  the send, as the proxy middleware does (deployments/ingress/front_door.py). The front
+  the send, as the proxy middleware does (deployments/ingress/proxy/front_door.py). The front
   stage's time per call from the stack's measured CPU: app/sim/replica/front_door.py. Live,
   the proxy's limiter lives as long as the proxy, across runs and redeploys: `door` hands a
   run the limiter an earlier run left (`SimRun.door`), as the next run's proxy has it.

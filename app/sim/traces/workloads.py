@@ -5,7 +5,7 @@
 - Constant-rate Poisson.
 - Azure LLM 2023 CSVs (TIMESTAMP, ContextTokens, GeneratedTokens): real arrival times.
 All generators are seeded (numpy Generator) and return a `Workload`. The loaders take the shared
-data directory (`adaptserve simulate --data-dir`; profiling.paths.shared_data_dir() by default)
+data directory (`python -m bench ramsis --data-dir`; profiling.paths.shared_data_dir() by default)
 from their caller: the simulator works no paths out itself.
 """
 

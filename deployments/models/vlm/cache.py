@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from deployments.models.cache import DEFAULT_MODELS_DIR, file_lock
-from deployments.models.train import weights_digest
+from deployments.models.train_families import weights_digest
 from deployments.models.vlm.config import VlmConfig
 from deployments.models.vlm.evaluate import held_out_accuracy
 from deployments.models.vlm.export import read_meta, save_model_dir

@@ -1,0 +1,34 @@
+"""The flags every experiment shares, defined once: `--out`, `--seed`, `--port`, `--config`.
+
+    parser = experiment_parser(__doc__, out="docs/data_x.json", seed=0)
+
+adds only the shared flags the experiment names (with its defaults), so `--help` shows what it
+uses. `--repeats` is the dispatcher's (`python -m bench`), not the experiment's.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+_SHARED: dict[str, tuple[type, str]] = {
+    "out": (Path, "where the Result (JSON) is written; tables and plots go beside it"),
+    "seed": (int, "seed of every random choice (arrivals, payloads, sampling)"),
+    "port": (int, "HTTP port of the server under test"),
+    "config": (Path, "serve config the experiment deploys"),
+}
+
+
+def experiment_parser(description: str | None, **shared: Any) -> argparse.ArgumentParser:
+    """An argparse parser with the named shared flags; each keyword's value is its default."""
+    parser = argparse.ArgumentParser(description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name, default in shared.items():
+        if name not in _SHARED:
+            raise ValueError(f"unknown shared flag {name!r}; shared flags: {sorted(_SHARED)}")
+        kind, text = _SHARED[name]
+        value = kind(default) if default is not None else None
+        parser.add_argument(f"--{name}", type=kind, default=value,
+                            help=f"{text} (default {default})")
+    return parser

@@ -1,0 +1,101 @@
+"""Issue 4's live figures in one run, side by side (table + docs/data_live.json + PNG).
+
+    .venv/bin/python -m bench adaptive-vs-static [--config serve_config.yaml] [--port 8100]
+
+Phases on a private local Ray/Serve (HTTP port --port), all with `bench/core/client.py`
+(the code: bench/experiments/adaptive_vs_static/phases.py, live_sim.py):
+ 1. default app (serve_config.yaml as is) + the bare graph (bench/experiments/single_request/bare_graph.py, same family, its most
+    accurate variant), both driven at the same time at light load: overhead p50
+    (latency - compute), app vs bare (c); RSS of every replica process of the default app (d);
+ 2. the family on each static configuration (--statics: the most accurate variant, or every
+    fixed gamma / modality subset / variant, bench/experiments/adaptive_vs_static/statics.py), K replicas: capacity
+    from the profile, and live: a geometric ramp until goodput stops rising; capacity = the
+    best goodput seen; the best static configuration = the highest capacity (a);
+ 3. 2x that capacity, same trace and seed: every static configuration, then the adaptive
+    policy (a);
+ 4. the scheduler simulator on the same profile, plan files, trace and seed (b).
+Beside goodput: OTAS's utility and MOSEL's goodput at the accuracy SLO per run, live and
+simulated (bench/experiments/adaptive_vs_static/knob_metrics.py; --utilities, --min-accuracy), and their plot
+(<png stem>_knobs.png).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from bench.core.run_report import write_json
+from bench.experiments.adaptive_vs_static.knob_metrics import parse_utilities
+from bench.experiments.adaptive_vs_static.report import report
+from bench.experiments.adaptive_vs_static.settings import LiveBenchSettings
+
+
+def parse(argv: list[str] | None = None) -> LiveBenchSettings:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--config", type=Path, default=Path("serve_config.yaml"))
+    p.add_argument("--port", type=int, default=8100)
+    p.add_argument("--family", default="family")
+    p.add_argument("--policy", default="ramsis", help="adaptive scheduler of the family")
+    p.add_argument("--replicas", type=int, default=None, help="K (default: as configured)")
+    p.add_argument("--slo-ms", type=float, default=None, help="default: the family's SLO")
+    p.add_argument("--trace", default="poisson", choices=["poisson", "twitter", "constant"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--duration-s", type=float, default=60.0, help="each 2x-load run")
+    p.add_argument("--ramp-s", type=float, default=15.0, help="each capacity ramp step")
+    p.add_argument("--ramp-start", dest="ramp_start_qps", type=float, default=10.0,
+                   help="first ramp rate, items/s")
+    p.add_argument("--ramp-factor", type=float, default=1.5)
+    p.add_argument("--ramp-steps", type=int, default=8)
+    p.add_argument("--job-size", type=int, default=1,
+                   help="items per request of the ramp and 2x runs (>1: POST /v1/jobs)")
+    p.add_argument("--settle-s", type=float, default=10.0, help="pause after a redeploy")
+    p.add_argument("--warmup-s", type=float, default=15.0, help="adaptive warm-up run")
+    p.add_argument("--light-qps", type=float, default=4.0)
+    p.add_argument("--light-s", type=float, default=30.0)
+    p.add_argument("--sim-service", default="sampled", help="p50|p95|mean|sampled")
+    p.add_argument("--sim-seeds", type=int, default=3, help="simcal runs pooled")
+    p.add_argument("--num-cpus", type=int, default=8, help="Ray logical CPUs")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="shared data directory, read by --trace twitter (default ../shared/data)")
+    p.add_argument("--out", type=Path, default=Path("docs/data_live.json"))
+    p.add_argument("--png", type=Path, default=Path("docs/figures/live.png"))
+    p.add_argument("--records", type=Path, default=Path("results/bench_live"))
+    p.add_argument("--statics", default="most_accurate",
+                   help="static configurations compared: most_accurate, all (every fixed "
+                        "gamma / modality subset / variant meeting --min-accuracy; the best = "
+                        "highest live capacity), or labels of all, comma-separated")
+    p.add_argument("--min-accuracy", type=float, default=None,
+                   help="accuracy SLO sent with every request (MOSEL's); judged per call")
+    p.add_argument("--utilities", type=parse_utilities, default=(),
+                   help="utility per call, cyclic: table2 (OTAS's Table II) or 0.3,1,...")
+    p.add_argument("--busy-neighbours", type=int, default=0,
+                   help="busy-loop processes beside the live phases (a second machine state)")
+    p.add_argument("--resim", type=Path, default=None,
+                   help="no live runs: redo the simulator phase of this finished run's JSON "
+                        "from its --records")
+    args = p.parse_args(argv)
+    return LiveBenchSettings(**vars(args), command=" ".join(sys.argv))
+
+
+def main() -> int:
+    settings = parse()
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("bench").setLevel(logging.INFO)  # the phases' progress lines
+    if settings.resim is not None:
+        from bench.experiments.adaptive_vs_static.resim import resim
+
+        out = resim(settings, settings.resim)
+    else:
+        from bench.experiments.adaptive_vs_static.phases import run_live
+
+        out = run_live(settings)
+    print(report(out))
+    write_json(settings.out, out)
+    print(f"wrote {settings.out} and {settings.png}")
+    return 0 if all(out["checks"]["pass"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Phase 4 of the live benchmark again on a finished run, without the live server: the run's
+JSON (`settings.resim`, e.g. docs/data_live.json) and its per-run records (`settings.records`).
+The run's own family, job size, seed, trace, 2x duration, adaptive policy, static
+configurations, accuracy floor and utilities are taken from its JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from app.sim.replica.request_metrics import LoadSummary, RequestRecord
+from bench.experiments.adaptive_vs_static.knobs import knobs_of
+from bench.experiments.adaptive_vs_static.report import checks
+from bench.experiments.adaptive_vs_static.settings import LiveBenchSettings
+from bench.experiments.adaptive_vs_static.sim import RecordedRun, phase_inputs, simulate_runs
+
+
+def read_records(records_dir: Path) -> dict[str, RecordedRun]:
+    """The per-run files a live run wrote (`<run>.json`, loadgen's `LoadResult.to_dict`)."""
+    runs = {}
+    for f in sorted(records_dir.glob("*.json")):
+        d = json.loads(f.read_text())
+        runs[f.stem] = RecordedRun([RequestRecord(**r) for r in d["records"]], d["timeseries"],
+                                   float(d.get("wall_s") or 0.0))
+    return runs
+
+
+def _summaries(runs: dict[str, Any]) -> dict[str, LoadSummary]:
+    names = {f.name for f in fields(LoadSummary)}
+    return {n: LoadSummary(**{k: v for k, v in r.items() if k in names})
+            for n, r in runs.items()}
+
+
+def resim(settings: LiveBenchSettings, run_json: Path) -> dict[str, Any]:
+    """The finished run's JSON with its simulator phase, checks and knobs redone."""
+    out: dict[str, Any] = json.loads(run_json.read_text())
+    policy = out.get("policy") or next(n[:-3] for n in out["runs"] if n.endswith("_2x")
+                                       and not n.startswith("static_"))
+    a = replace(settings, family=out.get("family", settings.family), job_size=out["job_size"],
+                seed=out["seed"], trace=out["trace"], policy=policy,
+                duration_s=out["runs"]["static_2x"]["duration_s"], min_accuracy=out.get("min_accuracy"),
+                warmup_s=(out["runs"].get("warmup_adaptive") or {}).get("duration_s",
+                                                                       settings.warmup_s),
+                utilities=tuple(out.get("utilities") or ()))
+    out["runs"] = _summaries(out["runs"])
+    runs = read_records(a.records)
+    sim = simulate_runs(a, phase_inputs(a, out, runs))
+    out["sim_inputs"], out["sim"] = sim.inputs, sim.summaries
+    out["sim_item_accuracy"] = sim.item_accuracy
+    out["checks"] = checks(out, a.policy)
+    out["knobs"] = knobs_of(a, out, {n: r.records for n, r in runs.items()}, sim.knobs)
+    return out

@@ -1,0 +1,91 @@
+"""Issue 10's single-request figures in one run (table + JSON + PNG; docs/front.md).
+
+    RAY_AUTH_MODE=disabled .venv/bin/python -m bench single-request [--docs]
+
+On a private local Ray Serve (HTTP port --port): the app (serve_config.yaml, --policy to
+override the family's), single /v1/classify requests to --family at --slo-ms: a capacity ramp,
+then Poisson runs at 1x, 2x, 3x the capacity; then Ray stopped, a one-process FastAPI + torch
+server of the family's most accurate variant ramped the same way. The phases are
+bench/experiments/single_request/run.py; the figures bench/experiments/single_request/metrics.py and front_report.py.
+
+The simulator beside a finished run (no Ray, no server; bench/experiments/single_request/sim.py):
+
+    .venv/bin/python -m bench single-request --resim RUN.json [--records DIR] [--resim-seeds N]
+        [--cores N] [--no-door] [--out COMPARISON.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from bench.experiments.single_request.metrics import RampRule
+from bench.experiments.single_request.run import FrontSettings
+
+
+def parse(argv: list[str] | None = None) -> tuple[FrontSettings, Path, Path]:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--config", type=Path, default=Path("serve_config.yaml"))
+    p.add_argument("--port", type=int, default=8100)
+    p.add_argument("--torch-port", type=int, default=8200)
+    p.add_argument("--family", default="family")
+    p.add_argument("--policy", default=None, help="the family's policy (default: as configured)")
+    p.add_argument("--slo-ms", type=float, default=200.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--warmup-s", type=float, default=5.0)
+    p.add_argument("--ramp-start", dest="ramp_start_qps", type=float, default=20.0,
+                   help="first ramp rate, requests/s")
+    p.add_argument("--ramp-factor", type=float, default=1.4)
+    p.add_argument("--ramp-steps", type=int, default=10)
+    p.add_argument("--ramp-s", type=float, default=10.0, help="each ramp step")
+    p.add_argument("--duration-s", type=float, default=30.0, help="each 1x/2x/3x run")
+    p.add_argument("--multiples", type=float, nargs="+", default=[1.0, 2.0, 3.0])
+    p.add_argument("--min-attainment", type=float, default=0.95,
+                   help="of sent, for a ramp step to count towards capacity")
+    p.add_argument("--settle-s", type=float, default=5.0)
+    p.add_argument("--num-cpus", type=int, default=8, help="Ray logical CPUs")
+    p.add_argument("--no-torch", dest="torch_floor", action="store_false",
+                   help="skip the FastAPI + torch server")
+    p.add_argument("--busy-neighbours", type=int, default=0,
+                   help="busy-loop processes beside the whole run (a second machine state)")
+    p.add_argument("--baseline", type=Path, default=None,
+                   help="an earlier run's JSON (today's code), for the capacity ratio")
+    p.add_argument("--records", type=Path, default=Path("results/front/records"))
+    p.add_argument("--out", type=Path, default=Path("results/front/front.json"))
+    p.add_argument("--png", type=Path, default=Path("results/front/front.png"))
+    p.add_argument("--docs", action="store_true",
+                   help="write docs/data_front.json and docs/figures/front.png instead")
+    a = vars(p.parse_args(argv))
+    out, png, docs = a.pop("out"), a.pop("png"), a.pop("docs")
+    if docs:
+        out, png = Path("docs/data_front.json"), Path("docs/figures/front.png")
+    rule = RampRule(min_attainment=a.pop("min_attainment"))
+    settings = FrontSettings(**{**a, "multiples": tuple(a["multiples"])}, rule=rule,
+                             command=" ".join(sys.argv))
+    return settings, out, png
+
+
+def main() -> int:
+    if "--resim" in sys.argv[1:]:
+        from bench.experiments.single_request.sim import resim_main
+
+        return resim_main(sys.argv[1:])
+    settings, out_path, png = parse()
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("bench").setLevel(logging.INFO)  # the runs' progress lines
+    from bench.core.run_report import write_json
+    from bench.experiments.single_request.report import plot, report
+    from bench.experiments.single_request.run import run_front
+
+    out = run_front(settings)
+    print(report(out))
+    write_json(out_path, out)
+    plot(out, png)
+    print(f"wrote {out_path} and {png}")
+    return 0 if all(v is not False for v in out["checks"]["pass"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

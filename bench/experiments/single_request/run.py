@@ -1,0 +1,162 @@
+"""Issue 10's single-request figures in one run (python -m bench single-request parses the options):
+
+1. the app on a private local Ray Serve (its own HTTP port; `serve_config.yaml` with overrides),
+   single `/v1/classify` requests to one family at one SLO: a geometric capacity ramp
+   (bench/experiments/single_request/metrics.py says when it stops and what the capacity is), then Poisson runs
+   at 1x, 2x, 3x that capacity;
+2. Ray stopped, a one-process FastAPI + torch server of the family's most accurate variant
+   (bench/experiments/single_request/fastapi_floor.py), ramped the same way: the floor a user could write by hand.
+
+Every run goes through bench/core/client.py via the live benchmark's session (records per run,
+CPU time per call of every Serve process, load average); the report is bench/experiments/single_request/report.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.sim.traces.spec import TraceSpec
+from bench.core import serve as lb
+from bench.experiments.adaptive_vs_static.family import FamilySetup, family_setup
+from bench.experiments.adaptive_vs_static.session import LiveSession, LoadRun
+from bench.experiments.adaptive_vs_static.settings import LiveBenchSettings, LocalServe
+from bench.experiments.coload.measure import busy_neighbours
+from bench.experiments.single_request.fastapi_floor import TorchServerSettings, torch_server
+from bench.experiments.single_request.metrics import (
+    FrontRun,
+    RampRule,
+    front_run,
+    pick_capacity,
+    ramp_done,
+)
+from bench.experiments.single_request.report import checks
+from deployments.ingress.proxy.front_door import settings_from_env
+
+
+@dataclass(frozen=True)
+class FrontSettings(LocalServe):
+    config: Path = Path("serve_config.yaml")
+    port: int = 8100  # the private Serve's HTTP port
+    torch_port: int = 8200  # the FastAPI + torch server's
+    family: str = "family"
+    policy: str | None = None  # the family's policy; None: as configured
+    slo_ms: float = 200.0
+    seed: int = 0
+    warmup_s: float = 5.0  # before each ramp, not counted
+    ramp_start_qps: float = 20.0
+    ramp_factor: float = 1.4
+    ramp_steps: int = 10
+    ramp_s: float = 10.0  # each ramp step
+    duration_s: float = 30.0  # each run at a multiple of the capacity
+    multiples: tuple[float, ...] = (1.0, 2.0, 3.0)
+    settle_s: float = 5.0  # after the deployment, before the first request
+    num_cpus: int = 8  # Ray logical CPUs
+    torch_floor: bool = True  # also measure the FastAPI + torch server
+    busy_neighbours: int = 0  # busy-loop processes beside the whole run (a second machine state)
+    rule: RampRule = field(default_factory=RampRule)
+    baseline: Path | None = None  # an earlier run's JSON (today's code): capacity ratio
+    records: Path = Path("results/front/records")
+    command: str = ""
+
+
+def code_version() -> dict[str, Any]:
+    """The commit the run measured and the tracked files that differ from it (a baseline run
+    from an export of an older commit names that commit with GIT_DIR and GIT_WORK_TREE)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "--no-optional-locks", *args], capture_output=True,
+                              text=True, check=False).stdout
+
+    modified = git("status", "--porcelain", "--untracked-files=no").splitlines()
+    return {"commit": git("rev-parse", "--short", "HEAD").strip() or "unknown",
+            "modified": sorted(line[3:] for line in modified)}
+
+
+def _run(session: LiveSession, name: str, url: str, spec: TraceSpec) -> FrontRun:
+    summary = session.load(LoadRun(name, url, spec))
+    return front_run(name, summary, session.runs[name].records)
+
+
+def ramp(session: LiveSession, s: FrontSettings, url: str, prefix: str) -> list[FrontRun]:
+    """A warm-up, then Poisson steps from the start rate, times the factor each step, until
+    the rule says the system has stopped delivering more within the SLO."""
+    session.load(LoadRun(f"{prefix}_warmup", url,
+                         TraceSpec("poisson", s.ramp_start_qps, s.warmup_s, seed=s.seed + 1)))
+    steps: list[FrontRun] = []
+    rate = s.ramp_start_qps
+    for i in range(s.ramp_steps):
+        steps.append(_run(session, f"{prefix}_ramp_{i}", url,
+                          TraceSpec("poisson", rate, s.ramp_s, seed=s.seed)))
+        if ramp_done(steps, s.rule):
+            break
+        rate *= s.ramp_factor
+    return steps
+
+
+def _app_args(s: FrontSettings) -> dict[str, Any]:
+    args = lb.serve_args(s.config)
+    return args if s.policy is None else lb.with_classifier(args, s.family, policy=s.policy)
+
+
+def _app_phase(s: FrontSettings, session: LiveSession) -> dict[str, Any]:
+    """1. ramp the deployed app; then the multiples of its capacity, same seed."""
+    out: dict[str, Any] = {}
+    steps = ramp(session, s, s.base_url, "app")
+    cap = pick_capacity(steps, s.rule)
+    runs = [] if cap is None else [
+        _run(session, f"app_{m:g}x", s.base_url,
+             TraceSpec("poisson", m * cap.qps, s.duration_s, seed=s.seed))
+        for m in s.multiples]
+    out.update(ramp=steps, capacity=cap, runs=runs)
+    return out
+
+
+def _torch_phase(s: FrontSettings, session: LiveSession, setup: FamilySetup) -> dict[str, Any]:
+    """2. the FastAPI + torch floor, alone on the machine (Ray is stopped by now)."""
+    best = setup.most_accurate()
+    settings = TorchServerSettings(s.torch_port, s.family, best.variant.name,
+                                   str(setup.cfg.paths.models_dir), setup.task, best.accuracy)
+    with torch_server(settings) as url:
+        steps = ramp(session, s, url, "torch")
+    return {"variant": best.variant.name, "ramp": steps,
+            "capacity": pick_capacity(steps, s.rule)}
+
+
+def run_front(s: FrontSettings) -> dict[str, Any]:
+    """The whole benchmark; the JSON of docs/data_front.json (figures in `checks`)."""
+    with busy_neighbours(s.busy_neighbours):
+        return _run_front(s)
+
+
+def _run_front(s: FrontSettings) -> dict[str, Any]:
+    args = _app_args(s)
+    version = code_version()
+    out: dict[str, Any] = {"command": s.command, "commit": version["commit"],
+                           "modified": version["modified"], "settings": s.to_dict()}
+    live = LiveBenchSettings(port=s.port, family=s.family, records=s.records, seed=s.seed)
+    lb.start_ray(s.port, s.num_cpus)
+    try:
+        deploy_s = lb.deploy_app(args, s.base_url)  # makes the artifacts family_setup reads
+        setup = family_setup(args, s.family)
+        session = LiveSession(live, s.slo_ms, str(setup.cfg.paths.models_dir))
+        time.sleep(s.settle_s)
+        out["app"] = {"deploy_s": deploy_s, **_app_phase(s, session)}
+    finally:
+        lb.stop_ray()
+    if s.torch_floor:
+        out["torch"] = _torch_phase(s, session, setup)
+    out["cpu_ms_per_call"] = session.cpu_ms
+    out["loadavg_1min_after_run"] = session.loadavg
+    out["machine_cores"] = os.cpu_count()  # the simulator's front stage shares these
+    # what the proxies ran (the resim runs it too): the defaults or ADAPTSERVE_FRONT_DOOR
+    out["front_door"] = asdict(settings_from_env(os.environ))
+    if s.baseline is not None:
+        import json
+
+        out["baseline"] = json.loads(s.baseline.read_text())["app"]["capacity"]
+    out["checks"] = checks(out)
+    return out

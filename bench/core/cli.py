@@ -32,3 +32,22 @@ def experiment_parser(description: str | None, **shared: Any) -> argparse.Argume
         parser.add_argument(f"--{name}", type=kind, default=value,
                             help=f"{text} (default {default})")
     return parser
+
+
+def settings_of(args: Any) -> dict[str, Any]:
+    """An experiment's parsed arguments (a Namespace or a dict) as a Result's `settings`:
+    paths as strings, tuples as lists, anything else JSON cannot hold as its str()."""
+    items = vars(args) if hasattr(args, "__dict__") else dict(args)
+    return {k: _plain(v) for k, v in items.items()}
+
+
+def _plain(v: Any) -> Any:
+    if v is None or isinstance(v, bool | int | float | str):
+        return v
+    if isinstance(v, Path):
+        return str(v)
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    return str(v)

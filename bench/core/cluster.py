@@ -23,9 +23,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import zipfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -35,6 +34,7 @@ import yaml
 
 from bench.core import http
 from bench.core.http import free_port
+from bench.core.wait import wait_for
 from deployments.config import CLUSTER_ENV
 from profiling.paths import REPO_ROOT
 
@@ -119,43 +119,6 @@ def start_node(name: str, root: Path, head_address: str | None, num_cpus: int,
     return Node(name, proc, temp_dir)
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout_s: float, every_s: float = 1.0) -> Any:
-    """`check()`'s first truthy value, tried every `every_s`; TimeoutError after `timeout_s`."""
-    end, last = time.time() + timeout_s, None
-    while time.time() < end:
-        try:
-            out = check()
-            if out:
-                return out
-            last = out
-        except Exception as exc:  # a cluster still starting answers with errors
-            last = exc
-        time.sleep(every_s)
-    raise TimeoutError(f"{what}: not after {timeout_s:g} s (last: {last!r})")
-
-
-@dataclass(frozen=True)
-class Cluster:
-    root: Path  # the nodes' temp dirs and logs
-    nodes: dict[str, Node]  # "head" and the workers, by name
-    ids: dict[str, str]  # node name -> Ray node id
-
-    @property
-    def dashboard(self) -> str:
-        return f"http://127.0.0.1:{self.nodes['head'].flag('--dashboard-port')}"
-
-    def save_logs(self, dest: Path) -> None:
-        """Copy each node's `ray start` output and Serve logs to `dest/<node>/`."""
-        for name, node in self.nodes.items():
-            (dest / name).mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(OSError):
-                shutil.copy(self.root / f"{name}.log", dest / name / "ray_start.log")
-            serve_logs = node.temp_dir / "session_latest" / "logs" / "serve"
-            if serve_logs.is_dir():
-                shutil.copytree(serve_logs, dest / name / "serve", dirs_exist_ok=True)
-
-
-@contextlib.contextmanager
 def local_cluster(workers: Sequence[str], worker_cpus: int, start_timeout_s: float = 180.0,
                   node_env: Mapping[str, str] = NODE_ENV) -> Iterator[Cluster]:
     """A 0-CPU head and one node per name in `workers` with `worker_cpus` each; every node is

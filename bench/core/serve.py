@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from bench.core import http
+from bench.core.wait import wait_http_ok
 from deployments.config import CLUSTER_ENV
 from policies.profile import LatencyModel, Profile
 
@@ -83,25 +83,7 @@ def stop_ray() -> None:
 
 
 def wait_healthy(url: str, timeout_s: float = 300.0) -> None:
-    deadline = time.time() + timeout_s
-    last = ""
-    while time.time() < deadline:
-        try:
-            r = http.get(url, timeout_s=5.0)
-            if r.status_code == 200:
-                return
-            last = f"HTTP {r.status_code}: {r.text[:200]}"
-        except http.HttpTransportError as exc:
-            last = str(exc)
-        time.sleep(1.0)
-    raise TimeoutError(f"{url} not healthy after {timeout_s:g} s ({last})")
-
-
-def deploy_app(args: dict[str, Any], base_url: str) -> float:
-    """(Re)deploy the app under "/" and wait for /healthz; returns seconds taken."""
-    from app.builder import build_app
-
-    return deploy(build_app(args), APP_NAME, "/", base_url + "/healthz")
+    wait_http_ok(url, timeout_s)
 
 
 def deploy(application: Any, name: str, route_prefix: str, health_url: str) -> float:

@@ -8,7 +8,6 @@ on a free port, and torn down after the session (serve.shutdown + ray.shutdown).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from bench.core import http
 from bench.core.http import free_port
+from bench.core.wait import wait_http_ok
 from deployments.config import CLUSTER_ENV
 from tests.conftest import vlm_dir_override, vlm_tests_on
 
@@ -60,15 +60,7 @@ class Server:
 
 
 def _wait_healthy(url: str, timeout_s: float = 120.0) -> None:
-    end = time.time() + timeout_s
-    while time.time() < end:
-        try:
-            if http.get(url + "/healthz", timeout_s=5.0).status_code == 200:
-                return
-        except http.HttpTransportError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"{url}/healthz never answered 200")
+    wait_http_ok(url + "/healthz", timeout_s, every_s=0.5)
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,6 @@ from bench.experiments.generation_systems.metrics import (
     checks,
     knee,
     max_load_under_slo,
-    percentile,
     run_stats,
 )
 from bench.experiments.generation_systems.serve_floor import ANSWER, FLOOR_KINDS, build, sse_chunks
@@ -210,12 +209,6 @@ class _Rec:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-
-def test_percentile_is_nearest_rank() -> None:
-    assert percentile(range(1, 101), 99) == 99
-    assert percentile(range(1, 101), 50) == 50
-    assert percentile([5.0], 99) == 5.0 and percentile([], 50) is None
 
 
 def test_run_stats_counts_failures_as_misses() -> None:

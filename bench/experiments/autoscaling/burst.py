@@ -21,6 +21,7 @@ import numpy as np
 
 from bench.core import http
 from bench.core.stream_client import Prepared
+from bench.core.wait import http_ok, wait_for
 from bench.workloads.chat import GenRequest
 from bench.workloads.chat_payloads import ImageUrls, ModelSetup, body
 
@@ -159,21 +160,19 @@ def deploy(doc: dict[str, Any]) -> None:
 
 
 def wait_running(url: str, timeout_s: float) -> float:
+    """Seconds until the app is RUNNING and /healthz answers 200 (DEPLOY_FAILED raises)."""
     from ray import serve
 
-    t0 = time.time()
-    while time.time() - t0 < timeout_s:
+    def running() -> bool:
         app = serve.status().applications.get(APP)
         if app is not None and str(app.status).endswith("DEPLOY_FAILED"):
             raise RuntimeError(f"deploy failed: {app.message}")
-        if app is not None and str(app.status).endswith("RUNNING"):
-            try:
-                if http.get(url + "/healthz", timeout_s=5.0).status_code == 200:
-                    return time.time() - t0
-            except http.HttpTransportError:
-                pass
-        time.sleep(1.0)
-    raise TimeoutError(f"{APP} not RUNNING and healthy within {timeout_s:g} s")
+        return (app is not None and str(app.status).endswith("RUNNING")
+                and http_ok(url + "/healthz"))
+
+    t0 = time.time()
+    wait_for(f"{APP} RUNNING and healthy", running, timeout_s)
+    return time.time() - t0
 
 
 def replica_counts() -> dict[str, dict[str, int]]:

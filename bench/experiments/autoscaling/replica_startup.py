@@ -46,6 +46,7 @@ from typing import Any
 
 import yaml
 
+from bench.core import wait as core_wait
 from bench.core.paths import REPO
 
 APP = "adaptserve"
@@ -151,12 +152,9 @@ def replica_states(stage: str) -> dict[str, int]:
 
 
 def wait_for(predicate: Any, timeout_s: float, what: str, poll_s: float = 0.1) -> float:
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if predicate():
-            return time.time()
-        time.sleep(poll_s)
-    raise TimeoutError(f"{what}: not within {timeout_s:g} s")
+    """The wall time at which `predicate()` first held (bench.core.wait polls it)."""
+    core_wait.wait_for(what, predicate, timeout_s, poll_s)
+    return time.time()
 
 
 def wait_app_running(timeout_s: float) -> None:
@@ -296,7 +294,7 @@ def node_joins(n: int) -> list[float]:
     """Seconds from `ray start --address` of a 1-CPU worker node to the node ALIVE in the
     cluster (a 0-CPU head of its own; bench/core/cluster.py); each node stopped after."""
     from bench.core.cluster import local_cluster, node_ids, start_node
-    from bench.core.cluster import wait_for as cluster_wait
+    cluster_wait = core_wait.wait_for
 
     out = []
     with local_cluster([], 1) as c:

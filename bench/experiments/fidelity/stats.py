@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.core.stats import percentile_or_nan
+
 
 def quantile(values: Any, q: float) -> float:
-    import numpy as np
-
-    return float(np.quantile(np.asarray(values, float), q, method="inverted_cdf"))
+    """Nearest-rank q-quantile (q in 0..1), NaN for no values: bench.core.stats in fractions."""
+    return percentile_or_nan((float(v) for v in values), 100.0 * q)
 
 
 def p99_spread(ttft: list[float], draws: int = 500) -> list[float]:

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
+
+from bench.core.stats import percentile
 
 
 class Record(Protocol):
@@ -38,15 +40,6 @@ class Record(Protocol):
     def task(self) -> str: ...
     @property
     def history_turns(self) -> int: ...
-
-
-def percentile(values: Iterable[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100); None for no values."""
-    xs = sorted(values)
-    if not xs:
-        return None
-    rank = max(1, math.ceil(q / 100.0 * len(xs)))
-    return xs[min(rank, len(xs)) - 1]
 
 
 @dataclass(frozen=True)

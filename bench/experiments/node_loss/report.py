@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from bench.core.stats import percentile
 
 FAST_MS = 100.0
 # deployments/ingress/health.py's message for a request waiting when its family went down
@@ -61,10 +61,6 @@ def _gap(events: Sequence[tuple[float, float | None, bool]], t0: float) -> dict[
             "last_bad_sent_s": max(e[0] for e in bad) - t0}
 
 
-def _pctl(values: list[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if values else None
-
-
 def _attainment(answers: list[dict[str, Any]], lo_s: float, hi_s: float,
                 slo_ms: float) -> dict[str, Any]:
     chosen = [a for a in answers if lo_s <= a["sent_s"] < hi_s]
@@ -72,7 +68,7 @@ def _attainment(answers: list[dict[str, Any]], lo_s: float, hi_s: float,
     ok = [a["latency_ms"] for a in chosen if a["outcome"] == "ok"]
     return {"sent": len(chosen), "met": met,
             "attainment": met / len(chosen) if chosen else None,
-            "ok_p50_ms": _pctl(ok, 50), "ok_p99_ms": _pctl(ok, 99)}
+            "ok_p50_ms": percentile(ok, 50), "ok_p99_ms": percentile(ok, 99)}
 
 
 def _health(probes: list[dict[str, Any]], route: str, t0: float) -> dict[str, Any]:
@@ -93,12 +89,12 @@ def _refusals(after_stop: list[dict[str, Any]], proxy_ms: dict[str, float]) -> d
     mine = [a for a in after_stop if a["status"] == 503 and LOST_MARK not in (a["error"] or "")]
     refused = [a["latency_ms"] for a in mine]
     at_proxy = [proxy_ms[a["request_id"]] for a in mine if a["request_id"] in proxy_ms]
-    return {"n_refused": len(refused), "p50_refused_ms": _pctl(refused, 50),
-            "proxy_p99_refused_ms": _pctl(at_proxy, 99),
+    return {"n_refused": len(refused), "p50_refused_ms": percentile(refused, 50),
+            "proxy_p99_refused_ms": percentile(at_proxy, 99),
             "proxy_max_refused_ms": max(at_proxy, default=None), "proxy_logged": len(at_proxy),
-            "p99_refused_ms": _pctl(refused, 99), "max_refused_ms": max(refused, default=None),
+            "p99_refused_ms": percentile(refused, 99), "max_refused_ms": max(refused, default=None),
             "slow_refused": sum(1 for x in refused if x >= FAST_MS),
-            "n_lost": len(lost), "p50_lost_ms": _pctl(lost, 50),
+            "n_lost": len(lost), "p50_lost_ms": percentile(lost, 50),
             "max_lost_ms": max(lost, default=None)}
 
 

@@ -4,13 +4,15 @@
 
     .venv/bin/python -m bench chat-workload-plot [--mean-rps 10] [--seed 0]
 
+Writes a Result (--out, default docs/figures/gen_workload.json: the statistics) and the figure
+beside it (docs/figures/gen_workload.png).
+
 The trace is app/sim/generation/workload.py's one_day_image_burst; the series and statistics
 app/sim/generation/workload_summary.py's.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -21,6 +23,8 @@ from app.sim.generation.workload import (
     one_day_image_burst,
 )
 from app.sim.generation.workload_summary import TraceSummary, summarize, summary_stats
+from bench.core.cli import experiment_parser, settings_of
+from bench.core.result import Run
 
 
 def plot(summary: TraceSummary, burst_h: tuple[float, float], out: Path) -> None:
@@ -51,14 +55,13 @@ def plot(summary: TraceSummary, burst_h: tuple[float, float], out: Path) -> None
     fig.savefig(out, dpi=120)
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    p = experiment_parser(__doc__, out="docs/figures/gen_workload.json", seed=0)
     p.add_argument("--mean-rps", type=float, default=10.0, help="requests/s outside the burst")
     p.add_argument("--image-share", type=float, default=0.2)
     p.add_argument("--tokens-per-image", type=int, default=LLAMA32_TOKENS_PER_IMAGE)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=Path("docs/figures/gen_workload.png"))
     args = p.parse_args(argv)
+    run = Run()
     spec = one_day_image_burst(args.mean_rps, image_share=args.image_share,
                                tokens_per_image=args.tokens_per_image)
     started = time.perf_counter()
@@ -69,10 +72,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"generated {len(trace)} requests in {generated_s:.2f} s (seed {args.seed})")
     stats = summary_stats(trace, tokens_per_image=args.tokens_per_image)
     print(json.dumps({k: round(v, 3) for k, v in stats.items()}, indent=1))
+    png = args.out.with_suffix(".png")
     plot(summarize(trace, tokens_per_image=args.tokens_per_image),
-         (burst.start_s / 3600.0, burst.end_s / 3600.0), args.out)
-    print(f"wrote {args.out}")
-
-
-if __name__ == "__main__":
-    main()
+         (burst.start_s / 3600.0, burst.end_s / 3600.0), png)
+    run.write(args.out, {"requests": len(trace), "generated_s": round(generated_s, 2),
+                         "burst_h": [burst.start_s / 3600.0, burst.end_s / 3600.0],
+                         "stats": stats}, settings=settings_of(args))
+    print(f"wrote {args.out} and {png}")
+    return 0

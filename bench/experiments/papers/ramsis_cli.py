@@ -1,13 +1,15 @@
 """RAMSIS costs: policy generation time vs number of models, online lookup latency, simulator
-throughput. Prints a table and writes JSON. Run with OMP_NUM_THREADS=1 for single-core figures."""
+throughput. Prints a table and writes a Result (--out). Run with OMP_NUM_THREADS=1 for
+single-core figures.
+
+    .venv/bin/python -m bench ramsis-costs [--model-counts 9,20,40,60] [--out results/bench_ramsis.json]
+"""
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
-
 from app.sim.ramsis.data import load_ramsis_profile
+from bench.core.cli import experiment_parser, settings_of
+from bench.core.result import Run
 from bench.experiments.papers.ramsis_costs import (
     interpolated_models,
     time_generation,
@@ -22,14 +24,14 @@ from policies.profile import LatencyModel
 from profiling.paths import shared_data_dir
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, default=Path("results/bench_ramsis.json"))
+def main(argv: list[str] | None = None) -> int:
+    parser = experiment_parser(__doc__, out="results/bench_ramsis.json")
     parser.add_argument("--model-counts", default="9,20,40,60")
     parser.add_argument("--sim-duration-s", type=int, default=60)
     parser.add_argument("--data-dir", default=None,
                         help="shared data directory (default ../shared/data)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    run = Run()
     data_dir = shared_data_dir(args.data_dir)
     base = LatencyModel.from_profile(load_ramsis_profile("image", data_dir=data_dir), "p95", 32)
     spec = MDPSpec(0.15, 60, 2000.0)
@@ -48,10 +50,7 @@ def main() -> None:
     sim = time_simulator(RamsisSelector([sim_table]), base, args.sim_duration_s, data_dir)
     print(f"simulator, 100 workers, Twitter trace {args.sim_duration_s} s: {sim['queries']} queries in "
           f"{sim['wall_s']:.2f} s = {sim['queries_per_wall_s']:.0f} queries/s of wall time")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"generation": gen, "lookup": lookup, "simulator": sim}, indent=1))
+    run.write(args.out, {"generation": gen, "lookup": lookup, "simulator": sim},
+              settings=settings_of(args))
     print(f"wrote {args.out}")
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.core.stats import percentile
 from bench.experiments.reliability.stats import (
     Rec,
     Row,
@@ -28,7 +29,6 @@ from bench.experiments.reliability.stats import (
     attainment,
     done_s,
     kinds,
-    percentile,
     window_mean,
     worst_drop_pts,
 )
@@ -78,9 +78,9 @@ def kill_classifier_figures(p: dict[str, Any], slo_ms: dict[str, float]) -> dict
     up = _first_poll(kill["polls"], down if down is not None else k,
                      lambda st, state: down is not None and state == "up")
     return {"family": fam, "kill_s": k, "once": answered_once(_all(p)),
-            "gap_503": len(gap), "gap_503_p50_ms": percentile(lat, 0.5),
-            "gap_503_p95_ms": percentile(lat, 0.95), "gap_503_p99_ms": percentile(lat, 0.99), "gap_503_max_ms": max(lat, default=None),
-            "settled_503_p99_ms": percentile(settled, 0.99),
+            "gap_503": len(gap), "gap_503_p50_ms": percentile(lat, 50),
+            "gap_503_p95_ms": percentile(lat, 95), "gap_503_p99_ms": percentile(lat, 99), "gap_503_max_ms": max(lat, default=None),
+            "settled_503_p99_ms": percentile(settled, 99),
             "gap_503_retry_after": sum(1 for r in gap if r.get("retry_after_s")),
             "in_flight_503": len(in_flight),
             "in_flight_503_max_ms": max((r["latency_ms"] for r in in_flight), default=None),
@@ -131,7 +131,7 @@ def slow_header_summary(answers: list[dict[str, Any]], give_up_s: float) -> dict
     return {"clients": len(answers), "status_codes": dict(sorted(codes.items())),
             "connect_errors": sum(1 for a in answers if str(a.get("error") or "").startswith(
                 "connect")),
-            "server_closed": len(closed), "server_closed_s_median": percentile(closed, 0.5),
+            "server_closed": len(closed), "server_closed_s_median": percentile(closed, 50),
             "server_closed_s_max": closed[-1] if closed else None,
             "open_at_give_up": sum(1 for a in answers if not a["closed"] and a["status"] is None
                                    and not str(a.get("error") or "").startswith("connect")),

@@ -7,13 +7,13 @@ seconds since its phase's load started (`sent_s`), plus its client latency (`lat
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from app.sim.replica.request_metrics import RequestRecord, summarize
+from bench.core.stats import share_text
 
 Rec = dict[str, Any]
 Samples = Sequence[tuple[float, dict[str, float]]]
@@ -96,15 +96,6 @@ def kinds(recs: Iterable[Rec]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The nearest-rank q-quantile (0 < q <= 1) of `values`, None when empty."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q * len(ordered) - 1e-9))
-    return ordered[min(len(ordered), rank) - 1]
-
-
 def window_mean(samples: Samples, lo_s: float, hi_s: float) -> dict[str, float]:
     """Mean RSS per group over the samples taken in [lo_s, hi_s] (groups seen in any)."""
     chosen = [s for t, s in samples if lo_s <= t <= hi_s]
@@ -122,12 +113,8 @@ def mean_in(series: Sequence[tuple[float, float]], lo_s: float, hi_s: float) -> 
     return sum(vals) / len(vals) if vals else None
 
 
-def pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
 def att_text(a: dict[str, float | None]) -> str:
-    return ", ".join(f"{f} {pct(v)}" for f, v in a.items())
+    return ", ".join(f"{f} {share_text(v)}" for f, v in a.items())
 
 
 def worst_drop_pts(quiet: dict[str, float | None],

@@ -13,9 +13,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
-
 from app.sim.replica.request_metrics import LoadSummary, RequestRecord
+from bench.core.stats import percentile_or_nan
 from deployments.ingress.proxy.front_door import REFUSAL_MARK
 
 
@@ -50,10 +49,6 @@ class FrontRun:
         return asdict(self)
 
 
-def _p99(values: Sequence[float]) -> float:
-    return float(np.percentile(values, 99)) if values else math.nan
-
-
 def front_run(name: str, summary: LoadSummary, records: Sequence[RequestRecord]) -> FrontRun:
     """The run's figures from its summary and records (one record per request)."""
     refusals = [r for r in records if r.outcome == "refused"]
@@ -72,12 +67,12 @@ def front_run(name: str, summary: LoadSummary, records: Sequence[RequestRecord])
         errors=summary.errors + summary.timeouts, attainment=summary.slo_attainment,
         attainment_admitted=summary.slo_attainment_admitted,
         goodput_qps=summary.goodput_qps, p50_ms=summary.latency_p50_ms,
-        p99_ms=summary.latency_p99_ms, refusal_p99_ms=_p99(refusal_ms),
+        p99_ms=summary.latency_p99_ms, refusal_p99_ms=percentile_or_nan(refusal_ms, 99),
         refusals_with_retry_after=sum(1 for r in refusals if r.retry_after_s is not None),
         server_attainment_admitted=server_att,
         gap_pts=100.0 * (server_att - summary.slo_attainment_admitted),
-        door_refused=len(door), door_refusal_p99_ms=_p99(door_ms),
-        ingress_refusal_p99_ms=_p99(ingress_ms))
+        door_refused=len(door), door_refusal_p99_ms=percentile_or_nan(door_ms, 99),
+        ingress_refusal_p99_ms=percentile_or_nan(ingress_ms, 99))
 
 
 @dataclass(frozen=True)

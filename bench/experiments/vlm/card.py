@@ -12,7 +12,6 @@ written them) and prints the tables docs/vlm.md shows.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -23,6 +22,8 @@ from typing import Any
 
 import torch
 
+from bench.core.cli import experiment_parser, settings_of
+from bench.core.result import Run, read_result
 from deployments.models.vlm import VlmConfig, ensure_vlm, load_model, read_meta
 from deployments.models.vlm.costs import measure_stage_costs
 from deployments.models.vlm.evaluate import held_out_accuracy, sequence_accuracy_by_count
@@ -95,11 +96,12 @@ def _vllm_lines(vllm: dict[str, Any] | None) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = experiment_parser(__doc__, out="docs/data_vlm.json")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--out", type=Path, default=Path("docs/data_vlm.json"))
+    parser.add_argument("--repeats", type=int, default=15,
+                        help="timed repeats of each stage cost (median)")
     args = parser.parse_args(argv)
+    run = Run()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     torch.set_num_threads(args.threads)
     cfg = VlmConfig()
@@ -117,11 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         "stage_costs_torch": asdict(measure_stage_costs(model, tok, cfg, args.repeats)),
         "load_average_1m": round(os.getloadavg()[0], 2)}
     if VLLM_JSON.is_file():
-        result["vllm"] = json.loads(VLLM_JSON.read_text()).get("vllm_costs")
-    args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    sys.stdout.write(tables(json.loads(json.dumps(result, default=str))))
+        result["vllm"] = read_result(VLLM_JSON)["data"].get("vllm_costs")
+    plain = json.loads(json.dumps(result, default=str))
+    run.write(args.out, plain, settings=settings_of(args))
+    sys.stdout.write(tables(plain))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

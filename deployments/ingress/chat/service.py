@@ -137,7 +137,7 @@ class ChatService:
                     return
                 chunk = await chunks.__anext__()
         except StopAsyncIteration:
-            yield out.fail(ChatError("internal_error", "the LLM stage ended the stream early"))
+            return
         except Exception as exc:
             yield out.fail(_stage_failure(exc))
 

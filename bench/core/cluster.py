@@ -119,6 +119,28 @@ def start_node(name: str, root: Path, head_address: str | None, num_cpus: int,
     return Node(name, proc, temp_dir)
 
 
+@dataclass(frozen=True)
+class Cluster:
+    root: Path  # the nodes' temp dirs and logs
+    nodes: dict[str, Node]  # "head" and the workers, by name
+    ids: dict[str, str]  # node name -> Ray node id
+
+    @property
+    def dashboard(self) -> str:
+        return f"http://127.0.0.1:{self.nodes['head'].flag('--dashboard-port')}"
+
+    def save_logs(self, dest: Path) -> None:
+        """Copy each node's `ray start` output and Serve logs to `dest/<node>/`."""
+        for name, node in self.nodes.items():
+            (dest / name).mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):
+                shutil.copy(self.root / f"{name}.log", dest / name / "ray_start.log")
+            serve_logs = node.temp_dir / "session_latest" / "logs" / "serve"
+            if serve_logs.is_dir():
+                shutil.copytree(serve_logs, dest / name / "serve", dirs_exist_ok=True)
+
+
+@contextlib.contextmanager
 def local_cluster(workers: Sequence[str], worker_cpus: int, start_timeout_s: float = 180.0,
                   node_env: Mapping[str, str] = NODE_ENV) -> Iterator[Cluster]:
     """A 0-CPU head and one node per name in `workers` with `worker_cpus` each; every node is

@@ -1,6 +1,6 @@
-"""The stages sharing the machine's cores with the live path (app/sim/generation/shared_cores.py,
+"""The stages sharing the machine's cores with the live path (bench/experiments/fidelity/shared_cores.py,
 the `stretch` hook of the simulator's stages, `PathCosts.stages_share`), on hand cases with the
-toy profiles of test_sim_live_fit.py (imported from it) (an image encodes in 10 ms; a prefill of n tokens takes
+toy profiles of test_fidelity_live_path.py (imported from it) (an image encodes in 10 ms; a prefill of n tokens takes
 5 + 0.1 (n - 1) ms)."""
 
 from __future__ import annotations
@@ -10,17 +10,17 @@ from dataclasses import replace
 import pytest
 
 from app.sim.generation.config import GenSimConfig, ServePath, StageConfig
-from app.sim.generation.live_fit import LiveGenerationSim, PathCosts
 from app.sim.generation.requests import GenRequest
-from app.sim.generation.shared_cores import (
+from app.sim.generation.sim import GenerationSim
+from bench.experiments.fidelity.fit import HEADLINE, is_measured, path_processes
+from bench.experiments.fidelity.live_path import LiveGenerationSim, PathCosts
+from bench.experiments.fidelity.shared_cores import (
     Occupancy,
     StageContention,
     job_rate,
     processor_sharing,
 )
-from app.sim.generation.sim import GenerationSim
-from bench.experiments.fidelity.fit import HEADLINE, is_measured, path_processes
-from tests.unit.test_sim_live_fit import prefill, toy
+from tests.unit.test_fidelity_live_path import prefill, toy
 
 MONO = GenSimConfig(ServePath.MONOLITH, StageConfig(1))
 DISAGG = GenSimConfig(ServePath.DISAGGREGATED, StageConfig(1), StageConfig(1))

@@ -82,7 +82,7 @@ class GenerationSim:
                  config: GenSimConfig,
                  stretch: Callable[[str, float], float] | None = None) -> None:
         """`stretch(stage, now_s)`: how much longer than the profile a step of "llm" or
-        "encoder" starting now takes (e.g. cores shared with the live path: live_fit.py)."""
+        "encoder" starting now takes (e.g. cores shared with the live path: live_path.py)."""
         trace = workload if isinstance(workload, TraceArrays) else \
             TraceArrays.from_requests(list(workload))
         self.cfg = cfg = config

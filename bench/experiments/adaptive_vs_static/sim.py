@@ -50,14 +50,7 @@ from bench.experiments.adaptive_vs_static.sim_front_door import (
     simulate_front,
     try_front_model,
 )
-from bench.experiments.adaptive_vs_static.sim_policy import (
-    WARMUP,
-    Predicted,
-    RunPolicy,
-    in_live_order,
-    predicted_runs,
-    run_policy,
-)
+from bench.experiments.adaptive_vs_static.sim_policy import Predicted, RunPolicy, run_policy
 from bench.experiments.adaptive_vs_static.statics import StaticConfig
 from policies.admission import ConcurrencyLimiter
 from policies.profile import Profile
@@ -138,6 +131,34 @@ def phase_inputs(settings: LiveBenchSettings, out: Mapping[str, Any],
         bench_configs(settings, args, k, slo_ms, best), k, slo_ms,
         {f"static_{c.label}_2x": static_args(settings, args, k, slo_ms, c) for c in others},
         ("warmup_adaptive", *loaded), {key: out[key] for key in FRONT_KEYS if key in out})
+
+
+def predicted_runs(settings: LiveBenchSettings, inputs: SimPhaseInputs) -> list[Predicted]:
+    """The runs the simulator predicts: the static ones at 2x, the adaptive ones at 1x, 2x."""
+    adaptive = settings.policy
+    out = [Predicted("static_2x", inputs.configs.static_args, inputs.spec_2x),
+           *(Predicted(name, args, inputs.spec_2x) for name, args in inputs.others.items()),
+           Predicted(f"{adaptive}_2x", inputs.configs.adapt_args, inputs.spec_2x)]
+    if inputs.spec_1x is not None and f"{adaptive}_1x" in inputs.runs:
+        out.insert(-1, Predicted(f"{adaptive}_1x", inputs.configs.adapt_args, inputs.spec_1x))
+    return out
+
+
+WARMUP = "warmup_adaptive"
+
+
+def in_live_order(settings: LiveBenchSettings, inputs: SimPhaseInputs,
+                  predicted: list[Predicted]) -> list[Predicted]:
+    """The predicted runs with the adaptive warm-up before the first adaptive run, as live
+    (bench/experiments/adaptive_vs_static/phases.py `_at_2x`: at the capacity, poisson, seed + 1)."""
+    if WARMUP not in inputs.runs:
+        return predicted
+    warm = Predicted(WARMUP, inputs.configs.adapt_args,
+                     TraceSpec("poisson", inputs.spec_2x.qps / 2, settings.warmup_s,
+                               seed=settings.seed + 1))
+    first = next((i for i, p in enumerate(predicted) if p.name.startswith(f"{settings.policy}_")),
+                 len(predicted))
+    return [*predicted[:first], warm, *predicted[first:]]
 
 
 def calibration(settings: LiveBenchSettings, inputs: SimPhaseInputs) -> Calibration:

@@ -11,8 +11,6 @@ from bench.experiments.adaptive_vs_static.family import FamilySetup
 from policies.profile import Profile
 
 if TYPE_CHECKING:
-    from bench.experiments.adaptive_vs_static.settings import LiveBenchSettings
-    from bench.experiments.adaptive_vs_static.sim import SimPhaseInputs
     from deployments.classifier.config import ClassifierConfig
     from policies.schedulers.plan_types import Plan
 
@@ -47,31 +45,3 @@ class Predicted:
     name: str
     args: dict[str, Any]
     spec: TraceSpec
-
-
-def predicted_runs(settings: LiveBenchSettings, inputs: SimPhaseInputs) -> list[Predicted]:
-    """The runs the simulator predicts: the static ones at 2x, the adaptive ones at 1x, 2x."""
-    adaptive = settings.policy
-    out = [Predicted("static_2x", inputs.configs.static_args, inputs.spec_2x),
-           *(Predicted(name, args, inputs.spec_2x) for name, args in inputs.others.items()),
-           Predicted(f"{adaptive}_2x", inputs.configs.adapt_args, inputs.spec_2x)]
-    if inputs.spec_1x is not None and f"{adaptive}_1x" in inputs.runs:
-        out.insert(-1, Predicted(f"{adaptive}_1x", inputs.configs.adapt_args, inputs.spec_1x))
-    return out
-
-
-WARMUP = "warmup_adaptive"
-
-
-def in_live_order(settings: LiveBenchSettings, inputs: SimPhaseInputs,
-                  predicted: list[Predicted]) -> list[Predicted]:
-    """The predicted runs with the adaptive warm-up before the first adaptive run, as live
-    (bench/experiments/adaptive_vs_static/phases.py `_at_2x`: at the capacity, poisson, seed + 1)."""
-    if WARMUP not in inputs.runs:
-        return predicted
-    warm = Predicted(WARMUP, inputs.configs.adapt_args,
-                     TraceSpec("poisson", inputs.spec_2x.qps / 2, settings.warmup_s,
-                               seed=settings.seed + 1))
-    first = next((i for i, p in enumerate(predicted) if p.name.startswith(f"{settings.policy}_")),
-                 len(predicted))
-    return [*predicted[:first], warm, *predicted[first:]]

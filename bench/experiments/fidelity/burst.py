@@ -21,7 +21,7 @@ WARMUP_AT_S = (-1.3, -1.1)
 
 
 def burst_live_requests(demo: dict[str, Any], warmup: bool) -> list[Any]:
-    from app.sim.generation.live_fit import LiveRequest
+    from bench.experiments.fidelity.live_path import LiveRequest
 
     recs = demo["records"]
     rows = [LiveRequest(r["scheduled_s"] + BURST_OFFSET_S, r["num_images"], r.get("history_turns", 0),
@@ -55,8 +55,7 @@ def burst_settings(demo: dict[str, Any], startup: dict[str, float]) -> Any:
 def burst_replay(demo: dict[str, Any], profiles: Any, costs: Any, warmup: bool
                  ) -> dict[str, Any]:
     from app.sim.generation.autoscale import Autoscaling, Capacities, PolicyTiming
-    from app.sim.generation.live_fit import live_requests
-    from app.sim.generation.live_replay import (
+    from bench.experiments.fidelity.burst_replay import (
         LiveMeteredSim,
         ServeAutoscaler,
         ServeTiming,
@@ -64,6 +63,7 @@ def burst_replay(demo: dict[str, Any], profiles: Any, costs: Any, warmup: bool
         measured_startup_s,
         replay,
     )
+    from bench.experiments.fidelity.live_path import live_requests
     from policies.autoscaling import ENCODER, LLM
 
     sc, series = demo["scaling"], demo["series"]

@@ -1,5 +1,5 @@
 """python -m bench fidelity-generation: the live runs of the generation benchmark rebuilt in the simulator
-(app/sim/generation/live_fit.py), the live path's costs calibrated at the lowest load, every other
+(bench/experiments/fidelity/live_path.py), the live path's costs calibrated at the lowest load, every other
 load predicted and judged."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def sim_config(system: str, settings: dict[str, Any], slo_ms: float | None = Non
 def prompt_shape(model_shape: dict[str, Any], profiles: Any) -> Any:
     """The live prompt's token counts (the benchmark's ModelShape: its tokens_per_image is an
     upper bound, one more than the template adds: checked against the records in the tests)."""
-    from app.sim.generation.live_fit import PromptShape
+    from bench.experiments.fidelity.live_path import PromptShape
 
     return PromptShape(int(model_shape["base_prompt_tokens"]), int(model_shape["turn_tokens"]),
                        int(model_shape["tokens_per_image"]) - 1,
@@ -80,7 +80,7 @@ def workload_check(run: dict[str, Any], rate: float, records: list[dict[str, Any
 
 
 def sim_requests(records: list[dict[str, Any]], shape: Any) -> list[Any]:
-    from app.sim.generation.live_fit import LiveRequest, live_requests
+    from bench.experiments.fidelity.live_path import LiveRequest, live_requests
 
     return live_requests([LiveRequest(r["scheduled_s"], r["num_images"], r["history_turns"],
                                       r.get("prompt_tokens"), r.get("completion_tokens"))
@@ -89,12 +89,12 @@ def sim_requests(records: list[dict[str, Any]], shape: Any) -> list[Any]:
 
 def calibrate(records: list[dict[str, Any]], cfg: Any, profiles: Any, shape: Any
               ) -> tuple[Any, list[float]]:
-    """Path costs from the lowest load's requests (live_fit.fit_path_costs), and what they
+    """Path costs from the lowest load's requests (live_path.fit_path_costs), and what they
     leave unexplained per request there."""
     import numpy as np
 
-    from app.sim.generation.live_fit import fit_path_costs, image_hops, residuals
     from app.sim.generation.sim import simulate
+    from bench.experiments.fidelity.live_path import fit_path_costs, image_hops, residuals
 
     reqs = sim_requests(records, shape)
     core = simulate(reqs, profiles, cfg).ttft_ms()
@@ -108,7 +108,7 @@ def calibrate(records: list[dict[str, Any]], cfg: Any, profiles: Any, shape: Any
 def path_processes(system: str, settings: dict[str, Any]) -> int:
     """The processes a request's path runs in (each one event-loop thread): Serve's proxy, the
     ingress, the LLM replicas and, disaggregated, the encoder replicas (their decoding and
-    hand-over; app/sim/generation/shared_cores.py caps the path's runnable threads there)."""
+    hand-over; bench/experiments/fidelity/shared_cores.py caps the path's runnable threads there)."""
     encoders = int(settings["encoder_replicas"]) if ABLATION[system][0] != "monolith" else 0
     return 2 + int(settings["llm_replicas"]) + encoders
 
@@ -148,7 +148,7 @@ def cpu_terms(measured: dict[str, Any], rate: float) -> dict[str, Any] | None:
 
 def with_cpu(costs: Any, records: list[dict[str, Any]], cfg: Any, terms: dict[str, Any]) -> Any:
     """`costs` with the measured CPU share of its latency and the cores it shares."""
-    from app.sim.generation.live_fit import image_hops
+    from bench.experiments.fidelity.live_path import image_hops
 
     lat = [costs.latency_ms(r["num_images"], image_hops(r["num_images"], cfg)) for r in records]
     share = terms["path_cpu_ms_per_request"] / (sum(lat) / len(lat))
@@ -160,8 +160,8 @@ def predict(records: list[dict[str, Any]], cfg: Any, profiles: Any, shape: Any,
             variants: dict[str, Any], spread_ms: list[float]) -> dict[str, Any]:
     """Each variant's simulated TTFT; "+spread": the headline's costs plus, per request, a
     draw from the calibration load's unexplained residuals."""
-    from app.sim.generation.live_fit import simulate_live, spread_draws
     from app.sim.generation.metrics import summarize
+    from bench.experiments.fidelity.live_path import simulate_live, spread_draws
 
     reqs = sim_requests(records, shape)
     out = {}
@@ -196,7 +196,7 @@ def HEADLINE(variants: dict[str, Any]) -> str:  # noqa: N802 (reads as a constan
 
 def fit_system(system: str, run: dict[str, Any], recs: dict[float, list[dict[str, Any]]],
                profiles: Any, measured: dict[str, Any] | None) -> tuple[dict[str, Any], list]:
-    from app.sim.generation.live_fit import PathCosts
+    from bench.experiments.fidelity.live_path import PathCosts
 
     settings = run["settings"]
     shape = prompt_shape(run["model_shape"], profiles)

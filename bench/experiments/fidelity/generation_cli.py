@@ -1,6 +1,6 @@
 """The generation simulator against the live system (issue 13, "Fidelity"; docs/sim_generation.md,
 "Fidelity to the live system"): the live runs of the generation benchmark rebuilt in the simulator
-(app/sim/generation/live_fit.py) with this machine's stage profile, the live path's costs measured
+(bench/experiments/fidelity/live_path.py) with this machine's stage profile, the live path's costs measured
 at the lowest load only, every other load predicted.
 
     # the figure: table + docs/data_sim_live_fidelity.json + docs/figures/sim_live_fidelity.png
@@ -55,7 +55,7 @@ def fit_main(a: argparse.Namespace) -> int:
         costs = next((run["calibration"]["full"]["path_costs"] for run in reversed(runs)
                       if "full" in run["calibration"]), None)
         if costs is not None:
-            from app.sim.generation.live_fit import PathCosts
+            from bench.experiments.fidelity.live_path import PathCosts
 
             burst = burst_replay(demo, profiles, PathCosts(**costs), warmup=False)
             burst["with_warmup"] = burst_replay(demo, profiles, PathCosts(**costs),

@@ -1,19 +1,18 @@
 """MOSEL benchmark: four policies x two profiles on the Twitter-shaped load, plus decision costs.
 
-    .venv/bin/python -m bench mosel --out results/mosel                  # served
-    .venv/bin/python -m bench mosel --out results/mosel_paper --setting paper
+    .venv/bin/python -m bench mosel --out results/mosel/mosel.json       # served
+    .venv/bin/python -m bench mosel --out results/mosel_paper/mosel.json --setting paper
     .venv/bin/python -m bench mosel --cost-only     # re-plan decision cost only
 
-Prints a table, writes mosel.json and mosel.png to --out (the costs: bench/experiments/papers/mosel_costs.py).
+Prints a table, writes the Result to --out and the plot beside it (mosel.png); the costs:
+bench/experiments/papers/mosel_costs.py.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
-
 from app.sim.mosel.report import mosel_table, plot_mosel, run_mosel_suite
+from bench.core.cli import experiment_parser, settings_of
+from bench.core.result import Run
 from bench.experiments.papers.mosel_costs import matrix_build_times, replan_cost
 from profiling.paths import shared_data_dir
 
@@ -25,8 +24,7 @@ def _print_cost(profile: str, cost: dict[str, float]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", type=Path, default=Path("results/mosel"))
+    ap = experiment_parser(__doc__, out="results/mosel/mosel.json")
     ap.add_argument("--profiles", nargs="+", default=["tvlt-like", "three-modality"],
                     help="built-in names or measured profile JSON paths")
     ap.add_argument("--profile", default=None, help="one measured profile JSON (overrides)")
@@ -44,13 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-dir", default=None,
                     help="shared data directory, the Twitter trace (default ../shared/data)")
     args = ap.parse_args(argv)
+    run = Run()
     profiles = [args.profile] if args.profile else args.profiles
     if args.cost_only:
         for prof in profiles:
             for jobs in args.replan_jobs:
                 _print_cost(prof, replan_cost(prof, jobs, args.replan_trials, seed=0))
         return 0
-    args.out.mkdir(parents=True, exist_ok=True)
     results = run_mosel_suite(profiles, args.seeds, args.workers,
                               data_dir=shared_data_dir(args.data_dir), setting=args.setting)
     results.update({"replan_cost": [], "matrix_build": []})
@@ -67,11 +65,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.gekko_sizes}x{args.gekko_levels} grid: exact {build['exact_small_s']:.3f} s, "
               f"gekko {build.get('gekko_small_s')} s, agreeing cells "
               f"{build.get('gekko_cells_agreeing')}/{build.get('cells')}")
-    (args.out / "mosel.json").write_text(json.dumps(results, indent=1))
-    plot_mosel(results, args.out / "mosel.png")
-    print(f"\nwrote {args.out / 'mosel.json'} and {args.out / 'mosel.png'}")
+    run.write(args.out, results, settings=settings_of(args))
+    png = args.out.with_suffix(".png")
+    plot_mosel(results, png)
+    print(f"\nwrote {args.out} and {png}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,16 +1,16 @@
 """OTAS benchmark: OTAS (Algorithm 2 and exact allocator) vs every fixed gamma on one trace,
 Algorithm 2's shortfall, and the allocators' decision cost on 50 batches x 8 gammas.
 
-    .venv/bin/python -m bench otas --out results/otas                 # paper-calibrated
-    .venv/bin/python -m bench otas --out results/otas_raw --setup raw  # Fig. 4b, uniform
-    .venv/bin/python -m bench otas --out results/otas_paper --setting paper  # mixed tasks
+    .venv/bin/python -m bench otas --out results/otas/otas.json                 # paper-calibrated
+    .venv/bin/python -m bench otas --out results/otas_raw/otas.json --setup raw  # Fig. 4b, uniform
+    .venv/bin/python -m bench otas --out results/otas_paper/otas.json --setting paper  # mixed tasks
+
+Prints a table, writes the Result to --out and the plot beside it (otas.png).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-from pathlib import Path
 
 from app.sim.otas.experiment import (
     SETUPS,
@@ -19,12 +19,13 @@ from app.sim.otas.experiment import (
     token_profile_from_profile,
 )
 from app.sim.otas.report import otas_table, plot_otas
+from bench.core.cli import experiment_parser, settings_of
+from bench.core.result import Run
 from bench.experiments.papers.otas_costs import decision_cost
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="results/otas", help="output directory (JSON + PNG)")
+def main(argv: list[str] | None = None) -> int:
+    ap = experiment_parser(__doc__, out="results/otas/otas.json", seed=0)
     ap.add_argument("--setup", default="paper", choices=sorted(SETUPS),
                     help="paper: Table-I serving efficiency + paper-calibrated trace; "
                          "raw: Figure 4b throughput + uniform levels (see docs/otas.md)")
@@ -32,7 +33,6 @@ def main(argv: list[str] | None = None) -> None:
                     help="served: one OtasScheduler per task through the replicas' scheduling "
                          "step; paper: batches mixing tasks, as the paper (docs/otas.md)")
     ap.add_argument("--duration-s", type=int, default=300)
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-qps", type=float, default=200.0)
     ap.add_argument("--max-qps", type=float, default=700.0)
     ap.add_argument("--profile-json", default=None, help="measured profile (policies.profile)")
@@ -41,8 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--trials", type=int, default=300, help="DP timing trials")
     ap.add_argument("--no-ablation", action="store_true", help="skip the *-dponly ablations")
     args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    run = Run()
     efficiency, skew = SETUPS[args.setup]
     profile = token_profile_from_profile(load_profile(args.profile_json, efficiency))
     policies = ["otas-exact", "otas-alg2"]
@@ -65,10 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     r = cost["random_50x8_shortfall"]
     print(f"random 50x8 queues: Alg.2 short on {100 * r['short_fraction']:.0f}%, mean gap "
           f"{100 * r['mean_relative_gap']:.1f}%, max {100 * r['max_relative_gap']:.1f}%")
-    (out / "otas.json").write_text(json.dumps(report, indent=2, default=str))
-    plot_otas(report, out / "otas.png")
-    print(f"wrote {out / 'otas.json'} and {out / 'otas.png'}")
-
-
-if __name__ == "__main__":
-    main()
+    run.write(args.out, json.loads(json.dumps(report, default=str)), settings=settings_of(args))
+    png = args.out.with_suffix(".png")
+    plot_otas(report, png)
+    print(f"wrote {args.out} and {png}")
+    return 0

@@ -96,7 +96,7 @@ class ChatService:
         if first.status != "ok":
             return _chunk_error(first).response()
         ttft_ms = (time.time() - arrival.time_s) * 1000.0
-        served = ServedBy(ttft_ms, True, self.model.pipeline.path)  # type: ignore[arg-type]
+        served = ServedBy(ttft_ms, ttft_ms <= req.ttft_slo_ms, self.model.pipeline.path)  # type: ignore[arg-type]
         if req.stream:
             return StreamingResponse(self._stream(req, first, chunks, served),
                                      media_type=SSE_MEDIA_TYPE,

@@ -39,9 +39,9 @@ from numpy.typing import NDArray
 
 from app.sim.generation.config import GenSimConfig
 from app.sim.generation.requests import GenRequest
-from app.sim.generation.shared_cores import Occupancy, StageContention, processor_sharing
 from app.sim.generation.sim import ARRIVAL_PRIORITY, GenerationSim, GenSimResult
 from app.sim.generation.workload import TraceArrays
+from bench.experiments.fidelity.shared_cores import Occupancy, StageContention, processor_sharing
 from policies.generation.image_split import image_groups
 from policies.generation.stage_profile import StageProfiles
 
@@ -161,7 +161,7 @@ class LiveGenerationSim(GenerationSim):
                  config: GenSimConfig, costs: PathCosts, extra_ms: Sequence[float] | None = None,
                  **kwargs: Any) -> None:
         """`extra_ms`: per request, added to its path (e.g. `spread_draws`; never below 0)."""
-        super().__init__(workload, profiles, config, **kwargs)  # cooperative (live_replay.py)
+        super().__init__(workload, profiles, config, **kwargs)  # cooperative (burst_replay.py)
         self.costs = costs
         latency_s = [costs.latency_ms(m, image_hops(m, config)) / 1000.0 for m in self.images]
         self.path_s, cpu_done = costs.path_and_cpu_done(self.arrival, latency_s)

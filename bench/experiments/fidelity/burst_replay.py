@@ -1,5 +1,5 @@
 """The live autoscaling burst demo (python -m bench autoscaling-burst, docs/data_autoscale_burst.json)
-replayed in the simulator: the same requests, the live path in front of the stages (live_fit.py),
+replayed in the simulator: the same requests, the live path in front of the stages (live_path.py),
 the policy the Serve hooks run (policies.autoscaling through app/sim/generation/autoscale.py's
 `Autoscaler`), and the loads as Serve hands them to it (`ServeTiming`): each replica's arrival
 meter (`rate_window_s`) is pushed every `metrics_interval_s`, Serve averages the pushes of the
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.sim.generation.autoscale import METERS, Autoscaler, MeteredSim, Tick
-from app.sim.generation.live_fit import LiveGenerationSim
 from app.sim.generation.sim import GenerationSim
+from bench.experiments.fidelity.live_path import LiveGenerationSim
 from policies.autoscaling import ENCODER, LLM, StageLoads
 
 STAGES = (ENCODER, LLM)

@@ -1,4 +1,4 @@
-"""The simulator against the live system (app/sim/generation/live_fit.py, live_replay.py): the
+"""The simulator against the live system (bench/experiments/fidelity/live_path.py, burst_replay.py): the
 live benchmark's workload rebuilt as simulator requests, the live path's cost model on hand
 cases (latency, hops, processor-shared CPU, the least-absolute fit), the replay's measured
 startup and count comparison, and a burst replayed with the live policy.
@@ -17,7 +17,17 @@ import pytest
 
 from app.sim.generation.autoscale import Autoscaling, Capacities, PolicyTiming
 from app.sim.generation.config import GenSimConfig, ServePath, StageConfig
-from app.sim.generation.live_fit import (
+from app.sim.generation.requests import GenRequest
+from app.sim.generation.sim import LOST, simulate
+from bench.experiments.fidelity.burst_replay import (
+    LiveMeteredSim,
+    ServeAutoscaler,
+    ServeTiming,
+    compare_counts,
+    measured_startup_s,
+    replay,
+)
+from bench.experiments.fidelity.live_path import (
     LiveGenerationSim,
     LiveRequest,
     PathCosts,
@@ -31,16 +41,6 @@ from app.sim.generation.live_fit import (
     simulate_live,
     spread_draws,
 )
-from app.sim.generation.live_replay import (
-    LiveMeteredSim,
-    ServeAutoscaler,
-    ServeTiming,
-    compare_counts,
-    measured_startup_s,
-    replay,
-)
-from app.sim.generation.requests import GenRequest
-from app.sim.generation.sim import LOST, simulate
 from bench.workloads.chat import ExamplePool, ModelShape, WorkloadSpec, make_workload
 from policies.autoscaling import ENCODER, LLM, AppScalingSettings, ScalingSettings
 from policies.generation.stage_profile import EncoderProfile, LLMProfile, StageProfiles

@@ -9,7 +9,9 @@ from pathlib import Path
 from policies.profile import LatencyModel, Profile
 
 
-def add_common_args(p: argparse.ArgumentParser) -> None:
+def add_common_args(p: argparse.ArgumentParser, out: bool = True) -> None:
+    """The RAMSIS inputs' flags; `out=False` leaves `--out` to the caller (an experiment's
+    shared flag, bench/core/cli.py)."""
     p.add_argument("--task", default="image", choices=["image", "text"],
                    help="RAMSIS task whose public profiles to use (ignored with --profile)")
     p.add_argument("--profile", help="a profile JSON of ours instead of the RAMSIS profiles")
@@ -18,7 +20,8 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-batch", type=int, default=32)
     p.add_argument("--slo-ms", type=float, default=150.0)
     p.add_argument("--workers", type=int, default=60)
-    p.add_argument("--out", type=Path, default=Path("results"))
+    if out:
+        p.add_argument("--out", type=Path, default=Path("results"))
 
 
 def shared_data(args: argparse.Namespace) -> Path:

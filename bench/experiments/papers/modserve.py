@@ -17,7 +17,6 @@ SLO), bisected (Figure 15), and that maximum for other SLO factors read off the 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from dataclasses import replace
@@ -37,13 +36,15 @@ from app.sim.generation.experiment import (
     sweep,
 )
 from app.sim.generation.modserve_profiles import MODELS, shape_checks
+from bench.core.cli import experiment_parser, settings_of
 from bench.core.paths import REPO as ROOT
+from bench.core.result import Run
 
 MIN_RATE = {"llama3.2-11b": 12.5, "internvl2.5-26b": 2.5}  # ~5% of the monolith's capacity
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = experiment_parser(__doc__, out=ROOT / "docs/data_sim_modserve.json", seed=1)
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=sorted(MODELS))
     p.add_argument("--systems", nargs="+", default=[*SYSTEMS, SIZED], choices=[*SYSTEMS, SIZED])
     p.add_argument("--slo-factor", type=float, default=10.0,
@@ -58,7 +59,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--min-rate", type=float, default=None,
                    help=f"the grid's lowest load, req/s (default per model: {MIN_RATE})")
     p.add_argument("--points", type=int, default=17, help="grid points, x sqrt(2) apart")
-    p.add_argument("--seed", type=int, default=1)
     p.add_argument("--efficiency", nargs="*", default=[], metavar="FIELD=VALUE",
                    help="replace profile efficiencies (a sensitivity run), e.g. prefill_mfu=0.5")
     p.add_argument("--hold-until-done", action="store_true",
@@ -71,7 +71,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="the one-image SLO for every request (the first cut; default: per class)")
     p.add_argument("--tiles", type=int, default=None,
                    help="image tiles per image (default: the model's; Fig. 5 re-calibrated)")
-    p.add_argument("--json", type=Path, default=ROOT / "docs/data_sim_modserve.json")
     p.add_argument("--png", type=Path, default=ROOT / "docs/figures/sim_modserve.png")
     return p
 
@@ -230,18 +229,15 @@ def _bars(ax: Any, name: str, r: dict[str, Any]) -> None:
     ax.legend(fontsize=7, title="criterion", title_fontsize=7)
 
 
-def main() -> None:
-    args = _parser().parse_args()
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    run = Run()
     t0 = time.time()
     results = {name: run_model(name, args) for name in args.models}
     print(table(results, args.slo_factor))
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"settings": settings, "seconds": round(time.time() - t0, 1),
-                                     "models": results}, indent=1))
+    settings = settings_of(args)
+    run.write(args.out, {"settings": settings, "seconds": round(time.time() - t0, 1),
+                         "models": results}, settings=settings)
     plot(results, args.png)
-    print(f"\nwrote {args.json} and {args.png} ({time.time() - t0:.0f} s)")
-
-
-if __name__ == "__main__":
-    main()
+    print(f"\nwrote {args.out} and {args.png} ({time.time() - t0:.0f} s)")
+    return 0

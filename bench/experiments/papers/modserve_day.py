@@ -17,7 +17,6 @@ saving at each (the figure's numbers should not depend on k).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from dataclasses import replace
@@ -34,7 +33,9 @@ from app.sim.generation.autoscale_day import (
     run_day,
 )
 from app.sim.generation.modserve_profiles import MODELS
+from bench.core.cli import experiment_parser, settings_of
 from bench.core.paths import REPO as ROOT
+from bench.core.result import Run
 from policies.generation.ttft_slo import IMAGE_TEXT, TEXT_ONLY
 
 # decision -> serving, real seconds (docs/sim_generation.md "Autoscaled over a day")
@@ -42,7 +43,7 @@ LLM_STARTUP_S = {"llama3.2-11b": 60.0, "internvl2.5-26b": 120.0}
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = experiment_parser(__doc__, out=ROOT / "docs/data_sim_autoscale_day.json", seed=0)
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=sorted(MODELS))
     p.add_argument("--mean-rps", type=float, nargs="*", default=[],
                    help="per model (in --models order); default: the rate at which the "
@@ -66,8 +67,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="the replicas' rate window (default: the period)")
     p.add_argument("--scale-down-delay-s", type=float, default=600.0)
     p.add_argument("--encoder-startup-s", type=float, default=30.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", type=Path, default=ROOT / "docs/data_sim_autoscale_day.json")
     p.add_argument("--png", type=Path, default=ROOT / "docs/figures/sim_autoscale_day.png")
     return p
 
@@ -183,20 +182,17 @@ def plot(results: dict[str, Any], args: argparse.Namespace, path: Path) -> None:
     plt.close(fig)
 
 
-def main() -> None:
-    args = _parser().parse_args()
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    run = Run()
     rates = dict(zip(args.models, args.mean_rps, strict=False))
     t0 = time.time()
     results = {m: run_model(m, rates.get(m), args) for m in args.models}
     print(table(results, args))
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    settings = settings_of(args)
     settings["llm_startup_s"] = {m: LLM_STARTUP_S[m] for m in args.models}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"settings": settings, "seconds": round(time.time() - t0, 1),
-                                     "models": results}, indent=1))
+    run.write(args.out, {"settings": settings, "seconds": round(time.time() - t0, 1),
+                         "models": results}, settings=settings)
     plot(results, args, args.png)
-    print(f"\nwrote {args.json} and {args.png} ({time.time() - t0:.0f} s)")
-
-
-if __name__ == "__main__":
-    main()
+    print(f"\nwrote {args.out} and {args.png} ({time.time() - t0:.0f} s)")
+    return 0

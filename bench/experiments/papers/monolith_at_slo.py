@@ -1,5 +1,5 @@
-"""Can the monolith meet the day's SLO at all, and at what cost? (issue 13, "at the same P99 TTFT
-SLO"; docs/sim_generation.md, "Autoscaled over a day").
+"""Can the monolith meet the day's SLO at all, and at what cost: the monolith's GPU-hours at the
+same P99 TTFT SLO as ModServe (docs/sim_generation.md, "Autoscaled over a day").
 
 The day figure (python -m bench modserve-day) autoscales both systems with the same knobs and
 finds the monolith missing its text-only SLO all day. Here the monolith alone goes through the
@@ -14,8 +14,6 @@ what a monolith pays at ModServe's SLO; if none meets it, no monolith within the
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -24,7 +22,9 @@ from typing import Any
 from app.sim.generation.autoscale import Autoscaling, PolicyTiming
 from app.sim.generation.autoscale_day import MODSERVE, MONOLITH, DaySpec, day_summary, run_day
 from app.sim.generation.modserve_profiles import MONOLITH_TP
+from bench.core.cli import experiment_parser, settings_of
 from bench.core.paths import REPO as ROOT
+from bench.core.result import Run, read_result
 
 STATIC = "static-128"
 
@@ -54,15 +54,15 @@ def monolith_day(model: str, day: DaySpec, setting: str) -> dict[str, Any]:
     return {"setting": setting, "seconds": round(time.time() - t0, 1), **s}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    p = experiment_parser(__doc__, out=ROOT / "docs/data_sim_monolith_at_slo.json")
     p.add_argument("--models", nargs="+", default=["llama3.2-11b", "internvl2.5-26b"])
     p.add_argument("--utilizations", nargs="*", default=[], help="besides the budget pinned")
     p.add_argument("--from", dest="fig", type=Path,
                    default=ROOT / "docs/data_sim_autoscale_day.json")
-    p.add_argument("--json", type=Path, default=ROOT / "docs/data_sim_monolith_at_slo.json")
-    a = p.parse_args()
-    fig = json.loads(a.fig.read_text())
+    a = p.parse_args(argv)
+    run = Run()
+    fig = read_result(a.fig)["data"]
     out: dict[str, Any] = {"from": str(a.fig), "models": {}}
     for model in a.models:
         day = figure_day(fig, model)
@@ -85,9 +85,6 @@ def main() -> None:
         verdict = (f"saving at the same SLO {100 * out['models'][model]['saving_at_same_slo']:.1f}%"
                    if best else f"no monolith within {day.auto.max_accelerators} GPUs meets the SLO")
         print(f"  -> {verdict}")
-    a.json.write_text(json.dumps(out, indent=1))
-    print(f"wrote {a.json}")
-
-
-if __name__ == "__main__":
-    main()
+    run.write(a.out, out, settings=settings_of(a))
+    print(f"wrote {a.out}")
+    return 0

@@ -1,7 +1,8 @@
-"""RAMSIS in the simulator, one run -> a printed table, JSON and PNG under --out:
+"""RAMSIS in the simulator, one run -> a printed table, a Result (--out, default
+results/<experiment>.json) and its plot beside it:
 
-    python -m bench ramsis --experiment scenario   one trace x policies x workers
-    python -m bench ramsis --experiment paper      the paper's figures (workers 20..100)
+    python -m bench ramsis --experiment scenario   one trace x policies x workers (+ _usage.png)
+    python -m bench ramsis --experiment paper      the paper's figures, workers 20..100 (+ _accuracy.png)
     python -m bench ramsis --experiment fidelity   the simulator against the paper's numbers
 
 --profile PATH runs them on a measured profile of ours instead of the RAMSIS public ones.
@@ -13,9 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from app.cli.common import add_common_args, latency_model, shared_data
-from app.sim.report import write_json
+from bench.core.cli import experiment_parser, settings_of
+from bench.core.result import Run
 
 
 def _scenario(args: argparse.Namespace) -> int:
@@ -29,9 +33,9 @@ def _scenario(args: argparse.Namespace) -> int:
                  data_dir=shared_data(args) if args.trace == "twitter" else None)
     result = run_scenario(s, model, progress=True)
     print(scenario_table(result))
-    write_json(args.out / "scenario.json", result)
-    plot_usage(result, model.names, args.out / "scenario_usage.png")
-    return _wrote(args)
+    _write(args, result)
+    plot_usage(result, model.names, _beside(args.out, "_usage.png"))
+    return _wrote(args, "_usage.png")
 
 
 def _paper(args: argparse.Namespace) -> int:
@@ -45,9 +49,9 @@ def _paper(args: argparse.Namespace) -> int:
     print(paper_table(results))
     summary = {t: gains(results, t) for t in tasks}
     print(json.dumps(summary, indent=1))
-    write_json(args.out / "paper.json", {"results": results, "gains": summary})
-    plot_paper(results, args.out / "paper_accuracy.png")
-    return _wrote(args)
+    _write(args, {"results": results, "gains": summary})
+    plot_paper(results, _beside(args.out, "_accuracy.png"))
+    return _wrote(args, "_accuracy.png")
 
 
 def _fidelity(args: argparse.Namespace) -> int:
@@ -56,12 +60,21 @@ def _fidelity(args: argparse.Namespace) -> int:
     rows = run_fidelity(latency_model(args), args.slo_ms / 1000, [40, 60, 80],
                         [float(q) for q in range(400, 4001, 400)], args.duration_s or 30.0)
     print(fidelity_table(rows))
-    write_json(args.out / "fidelity.json", rows)
+    _write(args, rows)
     return _wrote(args)
 
 
-def _wrote(args: argparse.Namespace) -> int:
-    print(f"wrote {args.out}")
+def _beside(out: Path, suffix: str) -> Path:
+    return out.with_name(out.stem + suffix)
+
+
+def _write(args: argparse.Namespace, data: Any) -> None:
+    args.run.write(args.out, data,
+                   settings=settings_of({k: v for k, v in vars(args).items() if k != "run"}))
+
+
+def _wrote(args: argparse.Namespace, plot: str | None = None) -> int:
+    print(f"wrote {args.out}" + (f" and {_beside(args.out, plot)}" if plot else ""))
     return 0
 
 
@@ -71,17 +84,18 @@ EXPERIMENTS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    sim = argparse.ArgumentParser(description=__doc__,
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(sim)
+    sim = experiment_parser(__doc__, out=None, seed=0)
+    add_common_args(sim, out=False)
     sim.add_argument("--experiment", default="scenario", choices=list(EXPERIMENTS))
     sim.add_argument("--trace", default="constant", choices=["constant", "twitter"])
     sim.add_argument("--qps", type=float, default=2000.0)
     sim.add_argument("--duration-s", type=float, default=None)
-    sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--policies", default="ramsis,jellyfish,modelswitching")
     sim.add_argument("--tasks", default="image,text")
     sim.add_argument("--worker-list", default=None, help="comma list for --experiment paper")
     sim.add_argument("--jobs", type=int, default=2)
     args = sim.parse_args(argv)
+    if args.out is None:
+        args.out = Path("results") / f"{args.experiment}.json"
+    args.run = Run()
     return EXPERIMENTS[args.experiment](args)

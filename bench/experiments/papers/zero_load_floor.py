@@ -12,8 +12,6 @@ table, writes docs/data_sim_zero_load_floor.json.
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +27,9 @@ from app.sim.generation.experiment import (
     run_point,
 )
 from app.sim.generation.modserve_profiles import MODELS
+from bench.core.cli import experiment_parser
 from bench.core.paths import REPO as ROOT
+from bench.core.result import Run
 
 SYSTEMS = ("monolith", "modserve")
 ALONE_RPS = 1e-3  # a request every 1,000 s: none overlaps another (the longest TTFT is ~12 s)
@@ -60,15 +60,14 @@ def floor_row(setup: Setup, system: str, exponent: float, requests: int,
         "meets_attainment": s.slo_attainment >= ATTAINMENT_TARGET}
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    p = experiment_parser(__doc__, out=ROOT / "docs/data_sim_zero_load_floor.json", seed=1)
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=sorted(MODELS))
     p.add_argument("--exponents", type=float, nargs="+", default=[2.0, 2.5, 3.0, 4.0])
     p.add_argument("--slo-factor", type=float, default=10.0)
     p.add_argument("--requests", type=int, default=8000)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--json", type=Path, default=ROOT / "docs/data_sim_zero_load_floor.json")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    run = Run()
     t0 = time.time()
     rows = [floor_row(make_setup(model, args.slo_factor), system, e, args.requests, args.seed)
             for model in args.models for e in args.exponents for system in SYSTEMS]
@@ -84,12 +83,8 @@ def main() -> int:
               f"{r['p99_image_ms']:8.0f}/{r['image_slo_ms']:<9.0f} "
               f"{100 * r['attainment']:8.2f}  {'yes' if r['meets_p99'] else 'no ':4} "
               f"{'yes' if r['meets_attainment'] else 'no'}")
-    args.json.write_text(json.dumps({"settings": {**vars(args), "json": _shown(args.json)},
-                                     "seconds": round(time.time() - t0, 1), "rows": rows},
-                                    indent=1) + "\n")
-    print(f"wrote {_shown(args.json)} ({time.time() - t0:.0f} s)")
+    settings = {**vars(args), "out": _shown(args.out)}
+    run.write(args.out, {"settings": settings, "seconds": round(time.time() - t0, 1),
+                         "rows": rows}, settings=settings)
+    print(f"wrote {_shown(args.out)} ({time.time() - t0:.0f} s)")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,5 +1,5 @@
 """The answers of the GET routes as the OpenAPI declares them (openapi.py): the handlers build
-plain dicts (catalog.py `to_json`, health.py `FamilyLiveness.to_json`, the controller's
+plain dicts (classify/catalog.py `to_json`, health.py `FamilyLiveness.to_json`, the controller's
 `status`); these models say what a client may rely on, and the fuzzer (scripts/fuzz.sh) checks
 every answer against them. Extra keys are allowed (an answer may grow)."""
 

@@ -92,7 +92,7 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
                    health: Callable[[], Awaitable[Any]], keys: ApiKeys | None = None,
                    chat: ChatService | None = None,
                    autoscaling: LedgerView | None = None) -> FastAPI:
-    """`keys`: API keys checked here too (auth.py; the proxy's front door checks first);
+    """`keys`: API keys checked here too (proxy/auth.py; the proxy's front door checks first);
     `chat`: the VLM's service (/v1/chat/completions), or None; `autoscaling`: where the
     autoscaling decisions are read (deployments/autoscaling/view.py), or None."""
     app = FastAPI(title="adaptserve", docs_url="/docs", openapi_url="/openapi.json")
@@ -209,7 +209,7 @@ def _arrival(request: Request, http: HttpConfig, metrics: IngressMetrics) -> Arr
 
 async def _body(request: Request, arrival: Arrival,
                 handle: Callable[[bytes, Arrival], Awaitable[Any]], http: HttpConfig) -> Any:
-    """The body read while it streams, bounded and timed as the front door reads it (edge.py):
+    """The body read while it streams, bounded and timed as the front door reads it (proxy/edge.py):
     the same answers when a request reaches the ingress without the proxy's middleware."""
     try:
         body = await read_body(request.receive, request.scope, http.max_body_bytes,

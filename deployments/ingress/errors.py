@@ -6,7 +6,7 @@
 | json_limit_exceeded  | 400    | nested deeper than http.max_json_depth, a number too long or out of range |
 | incomplete_body      | 400    | the client went away before its body was in |
 | missing_api_key      | 401    | API keys are configured and none was sent (WWW-Authenticate: Bearer) |
-| invalid_api_key      | 401    | the key sent is not one of them (auth.py) |
+| invalid_api_key      | 401    | the key sent is not one of them (proxy/auth.py) |
 | body_timeout         | 408    | the body did not arrive within body_read_timeout_s (connection closed) |
 | header_timeout       | 408    | headers not complete within header_read_timeout_s (proxy; closed) |
 | invalid_request      | 422    | wrong or missing fields / types (pydantic errors, reformatted) |
@@ -93,7 +93,7 @@ def error_response(status: int, type_: str, message: str, field: str | None = No
                    retry_after_s: float | None = None) -> JSONResponse:
     """The JSON answer; `retry_after_s` becomes a `Retry-After` header (`retry_after_value`)."""
     body = ErrorResponse(error=ErrorBody(type=type_, message=message, field=field))
-    headers = {ERROR_TYPE_HEADER: type_}  # the front door reads it (front_door.py)
+    headers = {ERROR_TYPE_HEADER: type_}  # the front door reads it (proxy/front_door.py)
     if retry_after_s is not None:
         headers["Retry-After"] = retry_after_value(retry_after_s)
     return JSONResponse(status_code=status, content=body.model_dump(), headers=headers)

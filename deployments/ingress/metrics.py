@@ -39,7 +39,7 @@ class IngressMetrics:
         self.coalesced = Histogram(
             "adaptserve_ingress_coalesced_calls",
             "requests per handle call from the ingress to a family (deployments/ingress/"
-            "coalesce.py)", ["family"], registry=self.registry, buckets=COALESCED_BUCKETS)
+            "classify/coalesce.py)", ["family"], registry=self.registry, buckets=COALESCED_BUCKETS)
         self.family_up = Gauge(
             "adaptserve_family_up", "1 while the family has a live replica as this ingress sees "
             "it (up or suspect), 0 while starting or down (its requests get 503 unavailable)",

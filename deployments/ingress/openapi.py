@@ -11,7 +11,7 @@ generator or a fuzzer (scripts/fuzz.sh runs schemathesis against it) can rely on
   Errors), `Retry-After` on 429/503, `WWW-Authenticate` on 401;
 - an example request per family that takes an image alone (a small PNG made here), so the
   docs show a working request and a fuzzer's first cases get a 200 from a model;
-- POST /v1/chat/completions where a chat model is served (openapi_chat.py);
+- POST /v1/chat/completions where a chat model is served (chat/openapi.py);
 - the API keys, when any are configured: a `bearer` security scheme on every route but
   `/healthz` (and `/metrics` when `auth.protect_metrics` is false).
 

@@ -1,7 +1,7 @@
 """`load_model(name)`: the trained ServableModel of a family, training it on first use.
 
 Weights are cached as safetensors (never pickles) next to a JSON metadata file whose config hash
-decides staleness (see `train.py`); a file lock serialises concurrent first uses (e.g. several
+decides staleness (see `train_families.py`); a file lock serialises concurrent first uses (e.g. several
 replicas starting at once).
 
 Serve replicas do not read the cache: the app builder reads each family's weights once

@@ -1,5 +1,5 @@
-"""One router's view of its replicas' pending tokens (policies/generation/token_routing.py says what is
-counted and how a replica is chosen).
+"""One router's view of its replicas' pending tokens (token_routing.py says what is counted and
+how a replica is chosen).
 
 Reconciliation (`TokenLedger`): a router knows exactly what it sent and what has finished; a
 replica's own count (every request from every router) arrives only every few seconds. When a

@@ -1,4 +1,4 @@
-"""The chat API's answers (deployments/ingress/chat/answers.py, chat_errors.py) as the official
+"""The chat API's answers (deployments/ingress/chat/answers.py, chat/errors.py) as the official
 `openai` client reads them: its types validate every object, and the client itself, over a
 fake HTTP transport (the one boundary faked: no server runs here), parses our completions,
 SSE streams, error bodies (exception class, message, code, param, retries) and model list."""

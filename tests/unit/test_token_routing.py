@@ -1,4 +1,4 @@
-"""Token-aware routing arithmetic (policies/generation/token_routing.py, policies/generation/token_ledger.py) and the
+"""Token-aware routing arithmetic (policies/generation/token_routing.py, token_ledger.py) and the
 pure parts of its Serve glue (deployments/generation/routers.py, the LLM replica's count): costs
 per architecture, least-pending choice with ties in rotating order, a call's hold (an LLM call's
 tokens until its first chunk), the ledger's reconciliation with replica reports."""

@@ -1,4 +1,4 @@
-"""Token-throughput autoscaling live on this machine (issue 13; docs/autoscaling.md): an image
+"""Token-throughput autoscaling live on this machine (docs/autoscaling.md): an image
 burst scales the encoders up and back down while the LLM replicas stay put, and every request
 is answered exactly once.
 
@@ -16,8 +16,10 @@ RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S), look-back 2 s, replicas' 
 a burst this 2-core machine can carry needs several), the LLM its stage profile's capacity
 (or --llm-capacity).
 
-Table + checks on stdout, JSON (--out), figure (--figure), and the run as a history JSON
-(--history-out) that serve_config.vlm.yaml's `generation.history` sizes the next start from.
+Table + checks on stdout, a Result (--out; checks: every request answered once, the encoders
+scaled up in the burst and back down after, the LLM replicas stayed put), figure (--figure), and
+the run as a history JSON (--history-out) that serve_config.vlm.yaml's `generation.history`
+sizes the next start from.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bench.core.cli import experiment_parser, settings_of
 from bench.core.http import free_port
 from bench.core.paths import REPO
+from bench.core.result import Run, all_ok, checks_from_flags
 from bench.experiments.autoscaling import burst_report as rep
 from bench.experiments.autoscaling.burst import BurstSpec, DemoScaling, settings_json
 from bench.experiments.autoscaling.burst_run import run_demo
@@ -53,7 +57,8 @@ def compact(record: Any) -> dict[str, Any]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = experiment_parser(__doc__, out=REPO / "docs" / "data_autoscale_burst.json", port=0,
+                          config=REPO / "serve_config.vlm.yaml")
     s, d = BurstSpec(), DemoScaling()
     for name, value in asdict(s).items():
         p.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
@@ -63,11 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--encoder-max", type=int, default=d.encoder_max)
     p.add_argument("--scale-down-delay-s", type=float, default=d.scale_down_delay_s)
     p.add_argument("--engine", default=d.engine, choices=("vllm", "transformers"))
-    p.add_argument("--config", type=Path, default=REPO / "serve_config.vlm.yaml")
     p.add_argument("--models-dir", type=Path, default=REPO / ".cache" / "models")
     p.add_argument("--num-cpus", type=int, default=2)
-    p.add_argument("--port", type=int, default=0, help="0: a free one")
-    p.add_argument("--out", type=Path, default=REPO / "docs" / "data_autoscale_burst.json")
     p.add_argument("--figure", type=Path, default=REPO / "docs" / "figures" /
                    "autoscale_burst.png")
     p.add_argument("--history-out", type=Path,
@@ -77,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
+    result = Run()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     spec = BurstSpec(**{k: getattr(a, k) for k in asdict(BurstSpec())})
     scaling = DemoScaling(encoder_capacity_per_s=a.encoder_capacity,
@@ -97,16 +100,14 @@ def main(argv: list[str] | None = None) -> int:
         a.history_out.parent.mkdir(parents=True, exist_ok=True)
         a.history_out.write_text(json.dumps(history_to_json(
             history, 5.0, f"python -m bench autoscaling-burst run ({a.out.name})"), indent=1))
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps({
-        "command": " ".join(["python -m bench autoscaling-burst", *sys.argv[1:]]),
+    judged = checks_from_flags({k: checks[k] for k in (
+        "every_request_answered_once", "encoders_scaled_up_in_burst",
+        "encoders_back_down_after", "llm_stayed_put")})
+    result.write(a.out, {
+        "command": " ".join(["python -m bench autoscaling-burst", *(argv or sys.argv[1:])]),
         **settings_json(spec, scaling), "capacities_per_replica": run.capacities,
         "deploy_s": round(run.deploy_s, 1), "checks": checks, "series": rows,
         "sent": sent, "encode_latency_s": run.encode_latency_s,
-        "records": [compact(r) for r in run.records]}, indent=1) + "\n")
+        "records": [compact(r) for r in run.records]}, settings=settings_of(a), checks=judged)
     print(f"wrote {a.out}, {a.figure}" + (f", {a.history_out}" if history else ""))
-    return 0 if checks["passed"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return 0 if all_ok(judged) else 1

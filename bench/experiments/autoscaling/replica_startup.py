@@ -24,8 +24,8 @@ initializing replica"), all on this clock:
   answer    total until a chat request through the app answered (not pinned to the new replica)
 
 Also (`--node-joins`): a Ray worker node's start, `ray start --address` to the node ALIVE, in a
-local multi-node cluster (what a new pod does after its image is pulled). Table on stdout, JSON
-to --out.
+local multi-node cluster (what a new pod does after its image is pulled). Table on stdout, a
+Result to --out (the parts this run measured replace those of an existing file's data).
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ from typing import Any
 import yaml
 
 from bench.core import wait as core_wait
+from bench.core.cli import experiment_parser, settings_of
 from bench.core.paths import REPO
+from bench.core.result import Run, read_result
 
 APP = "adaptserve"
 TS = re.compile(r"^\w+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
@@ -236,12 +238,11 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--config", type=Path, default=REPO / "serve_config.vlm.yaml")
+    p = experiment_parser(__doc__, out=REPO / "docs" / "data_replica_startup.json", port=8311,
+                          config=REPO / "serve_config.vlm.yaml")
     p.add_argument("--stages", nargs="*", default=["ImageEncoder", "LLMBackend"],
                    help="none: skip the replica part")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--port", type=int, default=8311, help="this run's Serve HTTP port")
     p.add_argument("--num-cpus", type=int, default=2,
                    help="Ray logical CPUs (the config's replicas take 1.9 of 2; one more "
                         "encoder (0.05) or LLM replica (0.1) still fits)")
@@ -250,8 +251,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="times to start a Ray worker node (`ray start --address`) into a local "
                         "cluster and time it until ALIVE; 0: skip")
     p.add_argument("--keep-logs", action="store_true", help="keep the Ray temp dir (printed)")
-    p.add_argument("--out", type=Path, default=REPO / "docs" / "data_replica_startup.json",
-                   help="JSON; the parts this run measured replace those in an existing file")
     return p
 
 
@@ -318,8 +317,10 @@ def node_joins(n: int) -> list[float]:
 
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
-    out = json.loads(a.out.read_text()) if a.out.is_file() else {}
-    command = " ".join(["python -m bench replica-startup", *sys.argv[1:]])
+    run_ = Run()
+    # the parts this run measures replace those of an earlier file (a Result or a bare record)
+    out = read_result(a.out)["data"] if a.out.is_file() else {}
+    command = " ".join(["python -m bench replica-startup", *(argv or sys.argv[1:])])
     if a.node_joins:
         joins = node_joins(a.node_joins)
         out["node_join"] = {"seconds": joins, "load1": os.getloadavg()[0], "command": command}
@@ -331,11 +332,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"replicas of other deployments started during the scale-ups: "
               f"{restarted or 'none'}")
         out["replicas"] = {"config": str(a.config), "rows": rows, "command": command}
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(out, indent=1) + "\n")
+    run_.write(a.out, out, settings=settings_of(a))
     print(f"wrote {a.out}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

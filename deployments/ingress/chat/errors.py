@@ -5,7 +5,7 @@ OpenAI clients read `error.message` (the official `openai` client puts it in the
 text and keeps `type`, `param`, `code` as attributes) and choose the exception class by the HTTP
 status: 400 BadRequestError, 401 AuthenticationError, 404 NotFoundError, 422
 UnprocessableEntityError, 429 RateLimitError, >= 500 InternalServerError, any other 4xx
-APIStatusError. The classify API keeps its own shape (errors.py): its clients switch on
+APIStatusError. The classify API keeps its own shape (ingress/errors.py): its clients switch on
 `error.type`; here `code` is the machine-readable kind and `type` the broad class:
 
 | type                  | status             | codes |
@@ -57,7 +57,7 @@ CODES: dict[str, int] = {
     "deadline_exceeded": 504,
 }
 TYPES = {401: "authentication_error", 429: "rate_limit_error", 504: "timeout_error"}
-# the classify API's error types (errors.py) whose meaning has another code here
+# the classify API's error types (ingress/errors.py) whose meaning has another code here
 FROM_API_TYPES = {"unknown_model": "model_not_found", "invalid_input": "invalid_image",
                   "invalid_slo": "invalid_slo", "not_ready": "unavailable",
                   "controller_unavailable": "unavailable"}

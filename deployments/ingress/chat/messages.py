@@ -6,7 +6,7 @@ Roles: system (and `developer`, OpenAI's newer name for it), user, assistant; `t
 `{"type": "text", "text": ...}` anywhere, `{"type": "image_url", "image_url": {"url": ...,
 "detail": ...}}` in user messages only (`detail` is accepted, without effect). A message's
 `name` is accepted and not rendered. Images are only located here (their data URLs are read by
-chat_images.py, after the request's image count is known to be within the limit).
+images.py, after the request's image count is known to be within the limit).
 """
 
 from __future__ import annotations

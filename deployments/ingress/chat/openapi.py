@@ -1,6 +1,6 @@
-"""The OpenAPI entry of POST /v1/chat/completions (openapi.py builds the rest): the request body
-from the pydantic model that validates it (chat_schemas.py), the `chat.completion` answer and
-its SSE stream, and each error status with OpenAI's error body and its codes (chat_errors.py).
+"""The OpenAPI entry of POST /v1/chat/completions (ingress/openapi.py builds the rest): the request body
+from the pydantic model that validates it (schemas.py), the `chat.completion` answer and
+its SSE stream, and each error status with OpenAI's error body and its codes (errors.py).
 Present only where the app serves a chat model (`generation:`)."""
 
 from __future__ import annotations

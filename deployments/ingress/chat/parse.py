@@ -1,5 +1,5 @@
 """A chat completions body as a `ChatRequest`, or the `ChatError` of the first problem, checked
-cheapest first: JSON (strict_json.py), fields, model, parameters, messages and their counts,
+cheapest first: JSON (proxy/strict_json.py), fields, model, parameters, messages and their counts,
 the TTFT SLO's form, then the images (data URL, base64, signature, header size), then the
 prompt's length (the engine's tokenizer, through `ContextCheck`) and the SLO against the fastest
 possible time to first token. Pure: no Ray, no engine; the hooks are the lead's to pass.

@@ -1,4 +1,4 @@
-"""The ingress's OpenAI-compatible routes: POST /v1/chat/completions (chat_service.py) and the
+"""The ingress's OpenAI-compatible routes: POST /v1/chat/completions (service.py) and the
 OpenAI list entries of GET /v1/models."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def model_entries(families: Iterable[str], chat: ChatService | None) -> list[Mod
 
 def add_chat_route(app: FastAPI, chat: ChatService, http: HttpConfig, metrics: IngressMetrics,
                    arrival_of: Callable[[Request], Arrival]) -> None:
-    """POST /v1/chat/completions: the body read bounded and timed as classify's (edge.py),
+    """POST /v1/chat/completions: the body read bounded and timed as classify's (proxy/edge.py),
     then the chat service; every answer in OpenAI's error shape or a completion."""
 
     @app.post("/v1/chat/completions")

@@ -19,7 +19,7 @@ Fields taken (anything else is a 400 `unknown_parameter` naming it):
   `X-Adaptserve-TTFT-SLO-Ms` says the same for clients that cannot add body fields; absent:
   `ChatLimits.default_ttft_slo_ms`.
 
-Messages are checked by chat_messages.py (exact messages per problem), so `messages` is typed
+Messages are checked by messages.py (exact messages per problem), so `messages` is typed
 loosely here and described for the OpenAPI document by MESSAGES_SCHEMA.
 """
 

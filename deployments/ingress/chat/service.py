@@ -1,10 +1,10 @@
-"""`POST /v1/chat/completions` in the ingress: parse and check the request (chat_parse.py, with
+"""`POST /v1/chat/completions` in the ingress: parse and check the request (parse.py, with
 the model's own template and tokenizer counting the prompt), run it through the generation
 path (deployments/generation/pipeline.py) and answer in OpenAI's shape, streamed (SSE) or not.
 
 A streamed answer starts only once the first token (or the request's one failure) is back, so
 a failure before the first token is a real HTTP status (429/503/504...), not an event inside a
-200 stream. The TTFT is measured from the request's arrival (clock.py: `X-Request-Start` when
+200 stream. The TTFT is measured from the request's arrival (ingress/clock.py: `X-Request-Start` when
 believed), as the client sees it.
 """
 

@@ -39,7 +39,7 @@ ROUTE_MARGIN_S = 1.0  # the route's own grace for a late batch comes first
 
 def parse_body(body: bytes, schema: type[M], max_body_bytes: int,
                limits: JsonLimits | None = None) -> M:
-    """Strict JSON (strict_json.py: no NaN/Infinity, bounded depth and numbers; 400) validated
+    """Strict JSON (proxy/strict_json.py: no NaN/Infinity, bounded depth and numbers; 400) validated
     by `schema` (422)."""
     if len(body) > max_body_bytes:
         raise ApiError("payload_too_large",

@@ -1,5 +1,5 @@
 """The HTTP edge: bounded, timed body reads and API-key checks, as ASGI pieces shared by the
-Serve proxy's front door (front_door.py) and the ingress app (deployment.py).
+Serve proxy's front door (front_door.py) and the ingress app (ingress/deployment.py).
 
 Bodies are read while they stream, Content-Length and chunked alike: a body over the limit is
 refused (413) as soon as its bytes pass the limit, without reading the rest; a body that has

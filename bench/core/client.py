@@ -28,6 +28,7 @@ import aiohttp
 from app.sim.replica.request_metrics import LoadSummary, RequestRecord, summarize, timeseries
 from app.sim.replica.utilities import call_utility, check_utilities
 from app.sim.traces.spec import TraceSpec, arrival_times
+from bench.core.answers import REFUSAL_STATUSES
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,6 @@ def trace_data_dir(trace: TraceSpec, override: str | Path | None = None) -> Path
 
 
 REQUEST_START = "X-Request-Start"
-REFUSAL_STATUSES = (429, 503)
 HELD_OUT_ITEMS = 512  # the test examples a run cycles through (payloads_from_model)
 
 

@@ -26,7 +26,8 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from bench.core.client import REFUSAL_STATUSES, REQUEST_START, request_start_value, retry_after_s
+from bench.core.answers import REFUSAL_STATUSES, error_type
+from bench.core.client import REQUEST_START, request_start_value, retry_after_s
 from bench.core.probe import serve_cpu_s
 
 KINDS = ("blank", "noisy")
@@ -83,9 +84,9 @@ class JobRecord:
 def job_outcomes(status: int, body: bytes, items: int) -> tuple[dict[str, int], str | None]:
     """Item outcomes and the error type of a /v1/jobs answer."""
     if status in REFUSAL_STATUSES:
-        return {"refused": items}, _error_type(body)
+        return {"refused": items}, error_type(body)
     if status != 200:
-        return {f"http_{status}": items}, _error_type(body)
+        return {f"http_{status}": items}, error_type(body)
     try:
         results = json.loads(body)["results"]
         counts = Counter(str(r["status"]) for r in results)
@@ -94,14 +95,6 @@ def job_outcomes(status: int, body: bytes, items: int) -> tuple[dict[str, int], 
     if sum(counts.values()) != items:
         return {"error": items}, f"{sum(counts.values())} results for {items} items"
     return dict(counts), None
-
-
-def _error_type(body: bytes) -> str | None:
-    try:
-        err = json.loads(body).get("error") or {}
-        return str(err.get("type")) if isinstance(err, dict) else None
-    except (ValueError, AttributeError):
-        return None
 
 
 async def send_job(session: aiohttp.ClientSession, url: str, body: bytes, items: int,

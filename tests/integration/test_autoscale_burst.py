@@ -10,7 +10,6 @@ CI: the transformers engine (starts in seconds), a 40 s burst, a 5 s scale-down 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.core.result import read_result
 from tests.conftest import vlm_tests_on
 
 pytestmark = pytest.mark.integration
@@ -29,7 +29,7 @@ def test_an_image_burst_scales_the_encoders_not_the_llm(tmp_path: Path) -> None:
     if why is not None:
         pytest.skip(why)
     out = tmp_path / "burst.json"
-    cmd = [sys.executable, str(ROOT / "scripts" / "bench_autoscale_burst.py"),
+    cmd = [sys.executable, "-m", "bench", "autoscaling-burst",
            "--engine", "transformers", "--warm-s", "5", "--burst-s", "40", "--quiet-s", "30",
            "--text-rps", "1.5", "--burst-rps", "2.5", "--scale-down-delay-s", "5",
            "--llm-capacity", "5000", "--out", str(out), "--figure", str(tmp_path / "b.png"),
@@ -37,7 +37,7 @@ def test_an_image_burst_scales_the_encoders_not_the_llm(tmp_path: Path) -> None:
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert out.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
-    checks = json.loads(out.read_text())["checks"]
+    checks = read_result(out)["data"]["checks"]
     assert checks["every_request_answered_once"], checks
     assert checks["encoder_peak_target_in_burst"] >= 3, checks  # decided in the burst
     # started (a new replica takes 15-40 s on a busy 2-core machine: maybe after the burst)

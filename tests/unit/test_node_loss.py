@@ -11,7 +11,8 @@ from typing import Any
 from aiohttp import web
 from pytest import approx
 
-from bench.experiments.node_loss.load import Answer, outcome_of, send_load
+from bench.core.answers import outcome_of
+from bench.experiments.node_loss.load import Answer, send_load
 from bench.experiments.node_loss.report import figures, rows, table
 from tests.unit.local_http import serve_posts
 

@@ -1,4 +1,5 @@
-"""Issue 4's live figures in one run, side by side (table + docs/data_live.json + PNG).
+"""The adaptive policy against static configurations, live, beside the simulator's prediction,
+in one run (table + a Result, docs/data_live.json + PNG).
 
     .venv/bin/python -m bench adaptive-vs-static [--config serve_config.yaml] [--port 8100]
 
@@ -16,32 +17,33 @@ Phases on a private local Ray/Serve (HTTP port --port), all with `bench/core/cli
  4. the scheduler simulator on the same profile, plan files, trace and seed (b).
 Beside goodput: OTAS's utility and MOSEL's goodput at the accuracy SLO per run, live and
 simulated (bench/experiments/adaptive_vs_static/knob_metrics.py; --utilities, --min-accuracy), and their plot
-(<png stem>_knobs.png).
+(<png stem>_knobs.png). Checks: goodput at 2x >= 2x the best static's, attainment of admitted
+requests >= 95%, overhead ratio <= 1.3, memory <= 6 GiB, the simulator within 2 points.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
-from bench.core.run_report import write_json
+from bench.core.cli import experiment_parser, settings_of
+from bench.core.result import Check, Run, all_ok
+from bench.core.run_report import clean
 from bench.experiments.adaptive_vs_static.knob_metrics import parse_utilities
 from bench.experiments.adaptive_vs_static.report import report
 from bench.experiments.adaptive_vs_static.settings import LiveBenchSettings
 
 
 def parse(argv: list[str] | None = None) -> LiveBenchSettings:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--config", type=Path, default=Path("serve_config.yaml"))
-    p.add_argument("--port", type=int, default=8100)
+    p = experiment_parser(__doc__, out="docs/data_live.json", seed=0, port=8100,
+                          config="serve_config.yaml")
     p.add_argument("--family", default="family")
     p.add_argument("--policy", default="ramsis", help="adaptive scheduler of the family")
     p.add_argument("--replicas", type=int, default=None, help="K (default: as configured)")
     p.add_argument("--slo-ms", type=float, default=None, help="default: the family's SLO")
     p.add_argument("--trace", default="poisson", choices=["poisson", "twitter", "constant"])
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--duration-s", type=float, default=60.0, help="each 2x-load run")
     p.add_argument("--ramp-s", type=float, default=15.0, help="each capacity ramp step")
     p.add_argument("--ramp-start", dest="ramp_start_qps", type=float, default=10.0,
@@ -59,7 +61,6 @@ def parse(argv: list[str] | None = None) -> LiveBenchSettings:
     p.add_argument("--num-cpus", type=int, default=8, help="Ray logical CPUs")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="shared data directory, read by --trace twitter (default ../shared/data)")
-    p.add_argument("--out", type=Path, default=Path("docs/data_live.json"))
     p.add_argument("--png", type=Path, default=Path("docs/figures/live.png"))
     p.add_argument("--records", type=Path, default=Path("results/bench_live"))
     p.add_argument("--statics", default="most_accurate",
@@ -76,11 +77,31 @@ def parse(argv: list[str] | None = None) -> LiveBenchSettings:
                    help="no live runs: redo the simulator phase of this finished run's JSON "
                         "from its --records")
     args = p.parse_args(argv)
-    return LiveBenchSettings(**vars(args), command=" ".join(sys.argv))
+    return LiveBenchSettings(**vars(args), command=" ".join(
+        ["python -m bench adaptive-vs-static", *(sys.argv[1:] if argv is None else argv)]))
 
 
-def main() -> int:
-    settings = parse()
+# the figures the pass flags judge: flag -> (figure in out["checks"], target)
+FIGURES = {"goodput_ratio>=2": ("goodput_ratio", ">= 2.0"),
+           "attainment_admitted>=95%": ("adaptive_attainment_admitted", ">= 0.95"),
+           "overhead_ratio<=1.3": ("overhead_ratio", "<= 1.3"),
+           "memory<=6GiB": ("memory_total_mib", "<= 6144")}
+
+
+def result_checks(checks: dict[str, Any]) -> list[Check]:
+    """The run's pass flags as Checks: the figure and its target where a figure is judged,
+    else the flag itself (the simulator within 2 points)."""
+    out = []
+    for name, ok in checks["pass"].items():
+        figure, target = FIGURES.get(name, (None, True))
+        out.append(Check(name, ok if figure is None else checks[figure], target,
+                         None if ok is None else bool(ok)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings = parse(argv)
+    run = Run()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("bench").setLevel(logging.INFO)  # the phases' progress lines
     if settings.resim is not None:
@@ -92,10 +113,7 @@ def main() -> int:
 
         out = run_live(settings)
     print(report(out))
-    write_json(settings.out, out)
+    checks = result_checks(out["checks"])
+    run.write(settings.out, clean(out), settings=settings_of(vars(settings)), checks=checks)
     print(f"wrote {settings.out} and {settings.png}")
-    return 0 if all(out["checks"]["pass"].values()) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return 0 if all_ok(checks) else 1

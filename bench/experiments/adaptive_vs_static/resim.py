@@ -35,7 +35,9 @@ def _summaries(runs: dict[str, Any]) -> dict[str, LoadSummary]:
 
 def resim(settings: LiveBenchSettings, run_json: Path) -> dict[str, Any]:
     """The finished run's JSON with its simulator phase, checks and knobs redone."""
-    out: dict[str, Any] = json.loads(run_json.read_text())
+    from bench.core.result import read_result
+
+    out: dict[str, Any] = read_result(run_json)["data"]  # a Result, or a bare record from before
     policy = out.get("policy") or next(n[:-3] for n in out["runs"] if n.endswith("_2x")
                                        and not n.startswith("static_"))
     a = replace(settings, family=out.get("family", settings.family), job_size=out["job_size"],

@@ -11,6 +11,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from bench.core.result import read_result
 from bench.experiments.fidelity.measure import ENGINE_CLASSES
 from bench.experiments.fidelity.stats import p99_spread, quantile, verdict
 
@@ -240,7 +241,7 @@ def fit_system(system: str, run: dict[str, Any], recs: dict[float, list[dict[str
 
 def fit_run(run_path: Path, records_dir: Path, profiles: Any, measured: dict[str, Any] | None,
             pool: Any) -> dict[str, Any]:
-    run = json.loads(run_path.read_text())
+    run = read_result(run_path)["data"]  # a Result, or a bare record from before
     if is_measured(run):  # a `measure` run: the CPU terms of its own phases
         measured = run
     out: dict[str, Any] = {"json": str(run_path), "records": str(records_dir),
@@ -272,7 +273,7 @@ def is_measured(run: dict[str, Any]) -> bool:
 
 def live_only(run_path: Path, records_dir: Path) -> dict[str, Any]:
     """A live run's P99s only (no simulation): for the live figure's run-to-run spread."""
-    run = json.loads(run_path.read_text())
+    run = read_result(run_path)["data"]  # a Result, or a bare record from before
     rows = []
     for system in ABLATION:
         for rate in sorted(float(r) for r in run["settings"]["rates"]):

@@ -1,5 +1,5 @@
-"""The generation simulator against the live system (issue 13, "Fidelity"; docs/sim_generation.md,
-"Fidelity to the live system"): the live runs of the generation benchmark rebuilt in the simulator
+"""The generation simulator against the live system (docs/sim_generation.md, "Fidelity to the
+live system"): the live runs of the generation benchmark rebuilt in the simulator
 (bench/experiments/fidelity/live_path.py) with this machine's stage profile, the live path's costs measured
 at the lowest load only, every other load predicted.
 
@@ -14,7 +14,8 @@ at the lowest load only, every other load predicted.
 `--run JSON=RECORDS`: a benchmark's JSON (python -m bench generation-systems's, or `measure`'s) and the
 directory of its per-request records (`<system>_<rate>.jsonl`, bench/experiments/generation_systems/run.py `_save`).
 `--burst` (default docs/data_autoscale_burst.json, when it exists): the autoscaling burst demo
-replayed in the simulator (replica counts over time).
+replayed in the simulator (replica counts over time). Each JSON read may be a Result or a bare
+record from before; the figure is written as a Result (--out), its plot to --png.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ import logging
 import sys
 from pathlib import Path
 
+from bench.core.cli import experiment_parser, settings_of
 from bench.core.paths import REPO as ROOT
+from bench.core.result import Run, read_result
 from bench.experiments.fidelity.burst import burst_replay
 from bench.experiments.fidelity.fit import fit_run, live_only
-from bench.experiments.fidelity.measure import measure, write_json
+from bench.experiments.fidelity.measure import measure
 from bench.experiments.fidelity.report import plot, run_to_run, summary, table
 
 log = logging.getLogger("sim_live_fidelity")
@@ -39,7 +42,8 @@ def fit_main(a: argparse.Namespace) -> int:
     from profiling.stages import load_stage_profiles
 
     profiles = load_stage_profiles(a.profile)
-    measured = json.loads(a.measured.read_text()) if a.measured.is_file() else None
+    run = Run()
+    measured = read_result(a.measured)["data"] if a.measured.is_file() else None
     pool = None if a.no_workload_check else example_pool()
     runs = []
     for spec in a.run:
@@ -51,7 +55,7 @@ def fit_main(a: argparse.Namespace) -> int:
         extra.append(live_only(Path(run_json), Path(records)))
     burst = demo = None
     if a.burst.is_file():
-        demo = json.loads(a.burst.read_text())
+        demo = read_result(a.burst)["data"]
         costs = next((run["calibration"]["full"]["path_costs"] for run in reversed(runs)
                       if "full" in run["calibration"]), None)
         if costs is not None:
@@ -61,7 +65,7 @@ def fit_main(a: argparse.Namespace) -> int:
             burst["with_warmup"] = burst_replay(demo, profiles, PathCosts(**costs),
                                                 warmup=True)["compare"]
     print(table(runs))
-    out = {"command": " ".join(["python -m bench fidelity-generation", *sys.argv[1:]]),
+    out = {"command": " ".join(["python -m bench fidelity-generation", *a.argv]),
            "profile": str(a.profile), "measured": str(a.measured) if measured else None,
            "runs": runs, "summary": summary(runs),
            "live_only_runs": [{k: v for k, v in x.items() if k != "rows"} for x in extra],
@@ -73,15 +77,15 @@ def fit_main(a: argparse.Namespace) -> int:
         print("TTFT ms:", burst["ttft_ms"])
     print("\nrun to run:", json.dumps(out["run_to_run"], indent=1))
     print("summary:", out["summary"])
-    write_json(a.out, out)  # strict JSON: inf (no first token) is null
+    run.write(a.out, out,  # strict JSON: inf (no first token) is null
+              settings=settings_of({k: v for k, v in vars(a).items() if k != "argv"}))
     plot(runs, burst, demo, a.png)
     print(f"wrote {a.out} and {a.png}")
     return 0
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = experiment_parser(__doc__, out=ROOT / "docs/data_sim_live_fidelity.json")
     p.add_argument("--run", action="append", default=[], metavar="JSON=RECORDS",
                    help="a live run and its per-request records (repeatable)")
     p.add_argument("--also-live", action="append", default=[], metavar="JSON=RECORDS",
@@ -91,7 +95,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="the `measure` run's CPU accounting")
     p.add_argument("--profile", type=Path, default=ROOT / "docs/data_stage_profile.json")
     p.add_argument("--burst", type=Path, default=ROOT / "docs/data_autoscale_burst.json")
-    p.add_argument("--out", type=Path, default=ROOT / "docs/data_sim_live_fidelity.json")
     p.add_argument("--png", type=Path, default=ROOT / "docs/figures/sim_live_fidelity.png")
     p.add_argument("--no-workload-check", action="store_true",
                    help="skip rebuilding the workloads from the runs' settings (25 s)")
@@ -114,12 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("bench").setLevel(logging.INFO)
     log.setLevel(logging.INFO)
     a = _parser().parse_args(argv)
+    a.argv = list(sys.argv[1:] if argv is None else argv)
     if a.cmd == "measure":
         return measure(a)
     if not a.run:
         a.run = [f"{ROOT / 'docs/data_generation.json'}=results/generation/records"]
     return fit_main(a)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,11 +10,12 @@ and violations (every request not answered ok within the SLO, refusals included)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from bench.core.result import read_result
 
 KNOBS: dict[str, list[str]] = {  # knob -> bench_live arguments (single requests)
     "ramsis": ["--family", "family", "--policy", "ramsis"],
@@ -205,7 +206,7 @@ def read_cells(runs_dir: Path, knobs: Sequence[str], states: Sequence[str]
             path = runs_dir / f"{knob}_{state}.json"
             if not path.exists():
                 continue
-            rows += rows_of(knob, state, json.loads(path.read_text()))
+            rows += rows_of(knob, state, read_result(path)["data"])  # Result or bare record
             sources[f"{knob}_{state}"] = str(path)
     if not rows:
         raise ValueError(f"no runs under {runs_dir} (expected <knob>_<state>.json)")

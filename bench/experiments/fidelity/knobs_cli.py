@@ -1,7 +1,8 @@
-"""Simulator vs live for the three knobs (issue 10): RAMSIS (model selection), OTAS (token
+"""Simulator vs live for the three knobs: RAMSIS (model selection), OTAS (token
 adaptation), MOSEL (modality selection), single requests at 1x and 2x the best static
 configuration's live capacity, on two machine states (quiet, and one busy-loop neighbour).
-Accuracy and violations, live vs predicted; table + JSON + plot (bench/experiments/fidelity/knobs.py).
+Accuracy and violations, live vs predicted, each cell within 2 points (its check); table +
+Result (--out) + plot (--png) (bench/experiments/fidelity/knobs.py).
 
     # the live runs: six python -m bench adaptive-vs-static runs (~5-6 min each; take the machine lock)
     RAY_AUTH_MODE=disabled flock /tmp/live.lock .venv/bin/python -m bench fidelity-knobs \\
@@ -21,11 +22,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench.core.cli import experiment_parser, settings_of
 from bench.core.paths import REPO as ROOT
-from bench.core.run_report import write_json
+from bench.core.result import Check, Run, all_ok
 from bench.experiments.fidelity.knobs import (
     KNOBS,
     STATES,
+    TOLERANCE_PTS,
     bench_args,
     plot,
     read_cells,
@@ -36,7 +39,7 @@ from bench.experiments.fidelity.knobs import (
 
 
 def _bench(args: list[str]) -> int:
-    cmd = [sys.executable, str(ROOT / "python -m bench adaptive-vs-static"), *args]
+    cmd = [sys.executable, "-m", "bench", "adaptive-vs-static", *args]
     print("$", " ".join(cmd), flush=True)
     return subprocess.run(cmd, cwd=ROOT, check=False).returncode
 
@@ -52,7 +55,8 @@ def measure(a: argparse.Namespace) -> int:
     return 0
 
 
-def figure(a: argparse.Namespace) -> int:
+def figure(a: argparse.Namespace, argv: list[str]) -> int:
+    run = Run()
     if a.resim:
         for state in a.states:
             for knob in a.knobs:
@@ -62,32 +66,32 @@ def figure(a: argparse.Namespace) -> int:
                             "--out", f"{name}.json", "--png", f"{name}.png"])
     rows, sources = read_cells(a.runs, a.knobs, a.states)
     print(table(rows))
-    out = {"command": " ".join(sys.argv), **summary(rows, sources)}
+    out = {"command": " ".join(["python -m bench fidelity-knobs", *argv]),
+           **summary(rows, sources)}
     if a.again is not None:  # the same cells measured a second time: the live figure's spread
         again, _ = read_cells(a.again, a.knobs, a.states)
         text, out["live_again"] = repeat_table(rows, again)
         print("\nthe same cells measured again (live vs live):\n" + text)
-    write_json(a.out, out)
+    checks = [Check(f"{r.knob}/{r.state}/{r.load} live - sim, points",
+                    {"accuracy": r.accuracy_diff_pts, "violation": r.violation_diff_pts},
+                    f"|each| <= {TOLERANCE_PTS:g}", r.within) for r in rows]
+    run.write(a.out, out, settings=settings_of(a), checks=checks)
     plot(rows, a.png)
     print(f"wrote {a.out} and {a.png}")
-    return 0 if all(r.within for r in rows) else 1
+    return 0 if all_ok(checks) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = experiment_parser(__doc__, out=ROOT / "docs/data_sim_live_knobs.json")
     p.add_argument("--runs", type=Path, default=Path("results/knobs"))
     p.add_argument("--knobs", nargs="+", default=list(KNOBS), choices=list(KNOBS))
     p.add_argument("--states", nargs="+", default=list(STATES), choices=list(STATES))
     p.add_argument("--resim", action="store_true", help="redo each run's simulator phase first")
     p.add_argument("--again", type=Path, default=None,
                    help="a second measure's directory: the live figure run to run, cell by cell")
-    p.add_argument("--out", type=Path, default=ROOT / "docs/data_sim_live_knobs.json")
     p.add_argument("--png", type=Path, default=ROOT / "docs/figures/sim_live_knobs.png")
     p.add_argument("cmd", nargs="?", choices=["figure", "measure"], default="figure",
                    help="measure: the live runs (needs the machine to itself); figure (default)")
     a = p.parse_args(argv)
-    return measure(a) if a.cmd == "measure" else figure(a)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return measure(a) if a.cmd == "measure" else figure(
+        a, list(sys.argv[1:] if argv is None else argv))

@@ -5,7 +5,6 @@ reads."""
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -14,6 +13,9 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+from bench.core.cli import settings_of
+from bench.core.result import Run, read_result
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +145,8 @@ def measure(a: argparse.Namespace) -> int:
     from bench.workloads.chat import WorkloadSpec
     from bench.workloads.chat_payloads import ImageUrls, image_size_px, model_setup
 
-    base = json.loads(a.like.read_text())["settings"]
+    run = Run()
+    base = read_result(a.like)["data"]["settings"]  # the benchmark's own settings
     workload = WorkloadSpec(**base["workload"])
     s = GenBenchSettings(tuple(a.systems), tuple(a.rates), a.duration_s, base["slo_ms"],
                          base["seed"], workload, a.base_port, Path(base["models_dir"]), None,
@@ -163,7 +166,7 @@ def measure(a: argparse.Namespace) -> int:
         out["systems"][name] = measure_system(name, s.base_port + i, s, setup, urls, a.idle_s)
         write_json(a.out, out)  # partial results survive
     out["loadavg_at_end"] = os.getloadavg()
-    write_json(a.out, out)
+    run.write(a.out, out, settings=settings_of(a))
     print(f"wrote {a.out}; records under {a.results / 'records'}")
     return 0 if not any(v.get("failed") for v in out["systems"].values()) else 1
 

@@ -1,4 +1,5 @@
-"""Issue 11's node-loss figure: a worker node stopped under load (table + JSON + PNG).
+"""A worker node stopped under load: does every request get one answer, how fast does the app
+serve again (table + a Result + PNG).
 
     RAY_AUTH_MODE=disabled .venv/bin/python -m bench node-loss    # ~4 min
 
@@ -17,16 +18,18 @@ bench/experiments/node_loss/report.py; the cluster bench/core/cluster.py.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
+from bench.core.cli import experiment_parser
+from bench.core.result import Check
 from bench.experiments.node_loss.run import STOPS, NodeLossSettings
 
 
 def parse(argv: list[str] | None = None) -> tuple[NodeLossSettings, Path, Path]:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = experiment_parser(__doc__, out="docs/data_node_loss.json", seed=0)
     p.add_argument("--family", default="vit")
     p.add_argument("--classifier-replicas", type=int, default=1)
     p.add_argument("--ingress-replicas", type=int, default=2)
@@ -52,28 +55,42 @@ def parse(argv: list[str] | None = None) -> tuple[NodeLossSettings, Path, Path]:
     p.add_argument("--ray-node-health", choices=("fast", "default"), default="fast",
                    help="fast: the GCS checks nodes every 1 s, 3 misses = dead (as the "
                         "cluster test); default: Ray's own (a crashed node is seen in ~15 s)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--logs-dir", default="results/node_loss/logs",
                    help="the nodes' Serve logs are copied here ('' : not kept)")
-    p.add_argument("--out", type=Path, default=Path("docs/data_node_loss.json"))
     p.add_argument("--png", type=Path, default=Path("docs/figures/node_loss.png"))
     a = vars(p.parse_args(argv))
     out, png = a.pop("out"), a.pop("png")
     a["fast_node_health"] = a.pop("ray_node_health") == "fast"
-    return NodeLossSettings(**a, command=" ".join(sys.argv)), out, png
+    command = " ".join(["python -m bench node-loss", *(sys.argv[1:] if argv is None else argv)])
+    return NodeLossSettings(**a, command=command), out, png
 
 
-def main() -> int:
-    settings, out_path, png = parse()
+def result_checks(fig: dict[str, Any], out: dict[str, Any], fast_ms: float) -> list[Check]:
+    """The figure's targets (report.figures' `passed`), one Check each."""
+    return [Check("exactly_once", fig["exactly_once"], True, bool(fig["exactly_once"])),
+            Check("other_5xx", fig["other_5xx"], 0, fig["other_5xx"] == 0),
+            Check("p99_refused_ms", fig["p99_refused_ms"], f"< {fast_ms:g}",
+                  bool(fig["fast_503"])),
+            Check("recovered_s", out.get("recovered_s"), "recovers",
+                  out.get("recovered_s") is not None)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings, out_path, png = parse(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     logging.getLogger("bench").setLevel(logging.INFO)
-    from bench.core.run_report import write_json
-    from bench.experiments.node_loss.report import figures, plot, rows, table
+    from bench.core.cli import settings_of
+    from bench.core.result import Run, all_ok
+    from bench.core.run_report import clean
+    from bench.experiments.node_loss.report import FAST_MS, figures, plot, rows, table
     from bench.experiments.node_loss.run import run_node_loss
 
+    run = Run()
     out = run_node_loss(settings)
+    given = {**settings_of(vars(settings)), "out": str(out_path), "png": str(png)}
     if "stop_s" not in out:
-        write_json(out_path, out)
+        run.write(out_path, clean(out), settings=given,
+                  checks=[Check("node_stopped", False, True, False)])
         print(f"no node was stopped; wrote {out_path}")
         return 1
     fig = figures(out)
@@ -82,11 +99,8 @@ def main() -> int:
           f"run {out['wall_s']:.0f} s; stopped node {out['stopped']} "
           f"(before: {out['placement_before']}; after: {out['placement_after']})")
     print(table(rs))
-    write_json(out_path, {**out, "figures": fig, "rows": rs})
+    checks = result_checks(fig, out, FAST_MS)
+    run.write(out_path, clean({**out, "figures": fig, "rows": rs}), settings=given, checks=checks)
     plot(out, png)
     print(f"wrote {out_path} and {png}")
-    return 0 if fig["passed"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return 0 if all_ok(checks) else 1

@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
+from bench.core.answers import outcome_of
 from bench.core.client import REQUEST_START, request_start_value
 
 
@@ -62,20 +63,6 @@ class Probe:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def outcome_of(status: int, body: bytes) -> str:
-    """The result status of a 200, the error type of anything else ('?' when unreadable)."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return "?"
-    if not isinstance(data, dict):
-        return "?"
-    if status == 200:
-        return str(data.get("status", "?"))
-    err = data.get("error")
-    return str(err.get("type", "?")) if isinstance(err, dict) else "?"
 
 
 async def _one(session: aiohttp.ClientSession, url: str, body: bytes,

@@ -1,5 +1,6 @@
-"""Issue 11's reliability figures (table + JSON; docs/data_reliability.json with --docs, or
-docs/data_reliability_soak.json for a soak-only run).
+"""Reliability under malformed and hostile clients, kills and a soak, under load (table + a
+Result; docs/data_reliability.json with --docs, or docs/data_reliability_soak.json for a soak-only
+run).
 
     RAY_AUTH_MODE=disabled .venv/bin/python -m bench reliability [--docs]   # ~4 min
     RAY_AUTH_MODE=disabled .venv/bin/python -m bench reliability --phases soak --docs
@@ -16,18 +17,19 @@ killed by pid --kill-at-s into a --kill-s load: every request answered once, fas
 to recover); kill_controller (the controller's process, the same way); soak (only when asked:
 --soak or --phases soak; --soak-s at --soak-load x the capacity in --front-figures, or
 --soak-qps, to that benchmark's family: every request answered, RSS growth < 5%).
-Targets: other traffic within 5 points of quiet attainment, proxy/ingress RSS within 10%.
+Targets: other traffic within 5 points of quiet attainment, proxy/ingress RSS within 10%; each
+row of the table is one check (row, measured, target, pass).
 The run is bench/experiments/reliability/run.py; the figures bench/experiments/reliability/report.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
 from pathlib import Path
 
+from bench.core.cli import experiment_parser
 from bench.experiments.reliability.settings import (
     ALL_PHASES,
     FRONT_FIGURES,
@@ -40,9 +42,8 @@ SOAK_DOCS = Path("docs/data_reliability_soak.json")
 
 
 def parse(argv: list[str] | None = None) -> tuple[ReliabilitySettings, Path, Path, Path | None]:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--config", type=Path, default=Path("serve_config.yaml"))
-    p.add_argument("--port", type=int, default=8140)
+    p = experiment_parser(__doc__, out="results/reliability/reliability.json", seed=0,
+                          port=8140, config="serve_config.yaml")
     p.add_argument("--families", nargs="+", default=["vit", "fusion", "family"])
     p.add_argument("--single-qps", type=float, default=10.0, help="per family, requests/s")
     p.add_argument("--phases", nargs="+", default=list(PHASES), choices=ALL_PHASES)
@@ -69,13 +70,11 @@ def parse(argv: list[str] | None = None) -> tuple[ReliabilitySettings, Path, Pat
     p.add_argument("--front-figures", type=Path, default=FRONT_FIGURES)
     p.add_argument("--num-cpus", type=int, default=8, help="Ray logical CPUs")
     p.add_argument("--settle-s", type=float, default=5.0)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--records", type=Path, default=None,
                    help="every request's record, the slow clients' answers, the RSS samples "
                    "(default results/reliability/records.json, soak_records.json for a soak)")
     p.add_argument("--from-records", type=Path, default=None,
                    help="no run: the figures and table again from a run's --records file")
-    p.add_argument("--out", type=Path, default=Path("results/reliability/reliability.json"))
     p.add_argument("--docs", action="store_true",
                    help="write docs/data_reliability.json (a soak-only run: "
                    f"{SOAK_DOCS}) instead")
@@ -95,18 +94,22 @@ def parse(argv: list[str] | None = None) -> tuple[ReliabilitySettings, Path, Pat
     if "kill_classifier" in phases and a["kill_family"] not in a["families"]:
         p.error(f"--kill-family {a['kill_family']} is not one of --families {a['families']}")
     tuples = {"families": tuple(a["families"]), "phases": tuple(phases)}
-    settings = ReliabilitySettings(**{**a, **tuples}, command=" ".join(sys.argv))
+    settings = ReliabilitySettings(**{**a, **tuples}, command=" ".join(
+        ["python -m bench reliability", *(sys.argv[1:] if argv is None else argv)]))
     return settings, out, records, from_records
 
 
-def main() -> int:
-    settings, out_path, records, from_records = parse()
+def main(argv: list[str] | None = None) -> int:
+    settings, out_path, records, from_records = parse(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("bench").setLevel(logging.INFO)
-    from bench.core.run_report import write_json
+    from bench.core.cli import settings_of
+    from bench.core.result import Check, Run, all_ok
+    from bench.core.run_report import clean, write_json
     from bench.experiments.reliability.report import figures, table
     from bench.experiments.reliability.run import run_reliability
 
+    run = Run()
     if from_records is not None:
         out, records = json.loads(from_records.read_text()), from_records
     else:
@@ -126,11 +129,10 @@ def main() -> int:
         f"{name} {f['loadavg_1min_mean']:.1f}" for name, f in fig["phases"].items()
         if f.get("loadavg_1min_mean") is not None))
     print(table(fig))
-    extra = {} if from_records is None else {"figures_from_records": " ".join(sys.argv)}
-    write_json(out_path, {**slim, **extra, "figures": fig})
+    extra = {} if from_records is None else {"figures_from_records": settings.command}
+    checks = [Check(r["row"], r["measured"], r["target"], r["passed"]) for r in fig["rows"]]
+    run.write(out_path, clean({**slim, **extra, "figures": fig}),
+              settings={**settings_of(vars(settings)), "out": str(out_path),
+                        "records": str(records)}, checks=checks)
     print(f"wrote {out_path}" + ("" if from_records is not None else f" and {records}"))
-    return 0 if fig["passed"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return 0 if all_ok(checks) else 1

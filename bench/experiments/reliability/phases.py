@@ -14,7 +14,6 @@ default SLO) beside one attack, a kill, or nothing (quiet); the soak is its own 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -126,7 +125,11 @@ def _front(s: ReliabilitySettings) -> dict[str, Any] | None:
     """The front benchmark's JSON, where the soak reads its capacity (None: not needed)."""
     if s.soak_qps is not None and s.soak_family is not None:
         return None
-    return json.loads(s.front_figures.read_text()) if s.front_figures.exists() else None
+    if not s.front_figures.exists():
+        return None
+    from bench.core.result import read_result
+
+    return read_result(s.front_figures)["data"]  # a Result, or a bare record from before
 
 
 def soak_family(s: ReliabilitySettings) -> str:

@@ -1,4 +1,5 @@
-"""Issue 10's single-request figures in one run (table + JSON + PNG; docs/front.md).
+"""Single requests at 1x/2x/3x capacity beside a FastAPI+torch floor, in one run (table + a
+Result + PNG; docs/front.md).
 
     RAY_AUTH_MODE=disabled .venv/bin/python -m bench single-request [--docs]
 
@@ -12,28 +13,31 @@ The simulator beside a finished run (no Ray, no server; bench/experiments/single
 
     .venv/bin/python -m bench single-request --resim RUN.json [--records DIR] [--resim-seeds N]
         [--cores N] [--no-door] [--out COMPARISON.json]
+
+Checks: attainment of admitted requests >= 95%, goodput at 3x >= 0.9x that at 1x, refusals'
+p99 < 20 ms, simulator gap <= 2 points, capacity >= 2x --baseline's (report/TARGETS).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
+from bench.core.cli import experiment_parser
+from bench.core.result import Check
 from bench.experiments.single_request.metrics import RampRule
 from bench.experiments.single_request.run import FrontSettings
 
 
 def parse(argv: list[str] | None = None) -> tuple[FrontSettings, Path, Path]:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--config", type=Path, default=Path("serve_config.yaml"))
-    p.add_argument("--port", type=int, default=8100)
+    p = experiment_parser(__doc__, out="results/front/front.json", seed=0, port=8100,
+                          config="serve_config.yaml")
     p.add_argument("--torch-port", type=int, default=8200)
     p.add_argument("--family", default="family")
     p.add_argument("--policy", default=None, help="the family's policy (default: as configured)")
     p.add_argument("--slo-ms", type=float, default=200.0)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--warmup-s", type=float, default=5.0)
     p.add_argument("--ramp-start", dest="ramp_start_qps", type=float, default=20.0,
                    help="first ramp rate, requests/s")
@@ -53,7 +57,6 @@ def parse(argv: list[str] | None = None) -> tuple[FrontSettings, Path, Path]:
     p.add_argument("--baseline", type=Path, default=None,
                    help="an earlier run's JSON (today's code), for the capacity ratio")
     p.add_argument("--records", type=Path, default=Path("results/front/records"))
-    p.add_argument("--out", type=Path, default=Path("results/front/front.json"))
     p.add_argument("--png", type=Path, default=Path("results/front/front.png"))
     p.add_argument("--docs", action="store_true",
                    help="write docs/data_front.json and docs/figures/front.png instead")
@@ -63,29 +66,50 @@ def parse(argv: list[str] | None = None) -> tuple[FrontSettings, Path, Path]:
         out, png = Path("docs/data_front.json"), Path("docs/figures/front.png")
     rule = RampRule(min_attainment=a.pop("min_attainment"))
     settings = FrontSettings(**{**a, "multiples": tuple(a["multiples"])}, rule=rule,
-                             command=" ".join(sys.argv))
+                             command=" ".join(["python -m bench single-request",
+                                               *(sys.argv[1:] if argv is None else argv)]))
     return settings, out, png
 
 
-def main() -> int:
-    if "--resim" in sys.argv[1:]:
+# pass flag -> (figure in out["checks"], target: report.TARGETS)
+FIGURES = {"attainment_admitted>=95%": ("attainment_admitted_min", ">= 0.95"),
+           "goodput_3x>=0.9x1x": ("goodput_3x_over_1x", ">= 0.9"),
+           "refusal_p99<20ms": ("refusal_p99_ms_max", "< 20 ms"),
+           "gap<=2pts": ("gap_pts_max_abs", "<= 2 points"),
+           "capacity>=2x_baseline": ("app_over_baseline", ">= 2.0")}
+
+
+def result_checks(checks: dict[str, Any]) -> list[Check]:
+    """The run's pass flags as Checks, each with the figure it judges (None: not judged)."""
+    out = []
+    for name, ok in checks["pass"].items():
+        figure, target = FIGURES.get(name, (None, True))
+        out.append(Check(name, ok if figure is None else checks[figure], target, ok))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--resim" in args:
         from bench.experiments.single_request.sim import resim_main
 
-        return resim_main(sys.argv[1:])
-    settings, out_path, png = parse()
+        return resim_main(args)
+    settings, out_path, png = parse(args)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("bench").setLevel(logging.INFO)  # the runs' progress lines
-    from bench.core.run_report import write_json
+    from bench.core.cli import settings_of
+    from bench.core.result import Run, all_ok
+    from bench.core.run_report import clean
     from bench.experiments.single_request.report import plot, report
     from bench.experiments.single_request.run import run_front
 
+    run = Run()
     out = run_front(settings)
     print(report(out))
-    write_json(out_path, out)
+    checks = result_checks(out["checks"])
+    run.write(out_path, clean(out), settings={**settings_of(vars(settings)),
+                                              "out": str(out_path), "png": str(png)},
+              checks=checks)
     plot(out, png)
     print(f"wrote {out_path} and {png}")
-    return 0 if all(v is not False for v in out["checks"]["pass"].values()) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return 0 if all_ok(checks) else 1

@@ -155,8 +155,8 @@ def _run_front(s: FrontSettings) -> dict[str, Any]:
     # what the proxies ran (the resim runs it too): the defaults or ADAPTSERVE_FRONT_DOOR
     out["front_door"] = asdict(settings_from_env(os.environ))
     if s.baseline is not None:
-        import json
+        from bench.core.result import read_result
 
-        out["baseline"] = json.loads(s.baseline.read_text())["app"]["capacity"]
+        out["baseline"] = read_result(s.baseline)["data"]["app"]["capacity"]
     out["checks"] = checks(out)
     return out

@@ -18,7 +18,6 @@ differences (points; goodput in percent).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -195,7 +194,9 @@ def compare(live: FrontRun, sim: FrontRun) -> dict[str, float]:
 def resim(run_json: Path, records_dir: Path | None = None, seeds: int = 3,
           cores: float | None = None, door: bool = True) -> dict[str, Any]:
     """Simulate every run of a finished bench_front run (module doc)."""
-    out = json.loads(run_json.read_text())
+    from bench.core.result import read_result
+
+    out = read_result(run_json)["data"]  # a Result, or a bare record from before
     runs = read_runs(out, records_dir or Path(out["settings"]["records"]))
     ncores = float(cores or out.get("machine_cores") or os.cpu_count() or 1)
     cal = calibrate(runs, ncores)
@@ -244,8 +245,10 @@ def table(result: dict[str, Any]) -> str:
 
 
 def resim_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="bench_front.py --resim", description=__doc__,
-                                formatter_class=argparse.RawTextHelpFormatter)
+    from bench.core.cli import experiment_parser
+
+    p = experiment_parser(__doc__, out=None)
+    p.prog = "python -m bench single-request --resim"
     p.add_argument("--resim", type=Path, required=True, help="a finished run's JSON")
     p.add_argument("--records", type=Path, default=None,
                    help="its per-run records (default: the run's own --records)")
@@ -254,13 +257,15 @@ def resim_main(argv: list[str]) -> int:
                    help="the machine's cores (default: the JSON's, else this machine's)")
     p.add_argument("--no-door", dest="door", action="store_false",
                    help="simulate without the proxy's limit (runs of code before it)")
-    p.add_argument("--out", type=Path, default=None, help="write the comparison as JSON")
     a = p.parse_args(argv)
+    from bench.core.cli import settings_of
+    from bench.core.result import Run
+    from bench.core.run_report import clean
+
+    run = Run()
     result = resim(a.resim, a.records, a.resim_seeds, a.cores, a.door)
     print(table(result))
-    if a.out is not None:
-        from bench.core.run_report import write_json
-
-        write_json(a.out, result)
+    if a.out is not None:  # the comparison, as a Result
+        run.write(a.out, clean(result), settings=settings_of(a))
         print(f"wrote {a.out}")
     return 0

@@ -8,6 +8,12 @@ fails: a figure the docs rely on must never pass CI by silently not running.
 cache (the one `build_app` and the CLI read), or reuses it while its config hash is current, so
 tests that need trained weights load them in milliseconds and the training cost shows up once,
 as this fixture's setup, instead of inside whichever test happens to run first.
+
+The VLM: the chat path's tests (serving, engines, stage profiles) run everywhere on `vlm_dir`:
+the trained VLM where it is cached (or ADAPTSERVE_TEST_VLM=1 / ADAPTSERVE_TEST_VLM_DIR), else
+`tiny_vlm_dir`, a tiny VLM (`TINY_VLM`, same directory layout, ~10 s to train) built once per
+session, so CI exercises them on every run. Only tests of the trained VLM's *accuracy* take
+`trained_vlm_dir`, which skips where the trained VLM is not cached.
 """
 
 from __future__ import annotations
@@ -18,11 +24,22 @@ from pathlib import Path
 import pytest
 
 from deployments.models.cache import DEFAULT_MODELS_DIR
+from deployments.models.vlm.config import DataSpec, TextSpec, TrainSpec, VisionSpec, VlmConfig
 from profiling.paths import REPO_ROOT, shared_data_dir
 
 MODELS_DIR = REPO_ROOT / DEFAULT_MODELS_DIR  # what build_app reads when run from the repo root
 
 needs_shared = pytest.mark.needs_shared
+
+TINY_VLM = VlmConfig(
+    vision=VisionSpec(hidden_size=64, intermediate_size=128, num_layers=1, num_heads=1),
+    text=TextSpec(hidden_size=64, intermediate_size=128, num_layers=1, num_heads=1),
+    data=DataSpec(multi_test_requests=8),
+    train=TrainSpec(tower_epochs=1, decoder_steps=150, feature_views=2))
+"""The tiny VLM: the shipped layout (16 tokens per image, head_dim 64, a 256-token context, at
+most 8 images) with one narrow layer per tower. 150 decoder steps (~10 s on one thread) make it
+answer a few tokens then stop, with greedy margins wide enough that vLLM and transformers agree
+on its tokens; its answers are not right (accuracy is the trained VLM's tests' business)."""
 
 
 def in_ci() -> bool:
@@ -76,10 +93,11 @@ def vlm_dir_override() -> str | None:
 
 
 def vlm_tests_on() -> str | None:
-    """Why the VLM's integration tests do not run here, or None when they do: they need the
-    trained VLM (~10 minutes to train on a shared 2-core machine, more than CI's budget leaves),
-    so they run where it is cached (`ensure_vlm`, e.g. after `python -m bench vlm-card`) or with
-    ADAPTSERVE_TEST_VLM=1 (trains it first)."""
+    """Why the trained VLM is not used here, or None when it is: training it takes ~10 minutes
+    on a shared 2-core machine, more than CI's budget leaves, so it is used where it is cached
+    (`ensure_vlm`, e.g. after `python -m bench vlm-card`) or with ADAPTSERVE_TEST_VLM=1 (trains it
+    first). Where it is not, the chat path's tests run on the tiny VLM (`vlm_dir`) and only the
+    trained VLM's accuracy tests skip."""
     if os.environ.get("ADAPTSERVE_TEST_VLM", "").strip() == "1" or vlm_dir_override():
         return None
     from deployments.models.vlm.cache import is_current, model_dir_for
@@ -104,3 +122,21 @@ def trained_vlm_dir() -> Path:
     from deployments.models.vlm.cache import ensure_vlm
 
     return ensure_vlm(MODELS_DIR)
+
+
+@pytest.fixture(scope="session")
+def tiny_vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny VLM's model directory (`TINY_VLM`), built once per session (~10 s)."""
+    from deployments.models.vlm.cache import ensure_vlm
+
+    return ensure_vlm(tmp_path_factory.mktemp("tiny-vlm"), TINY_VLM)
+
+
+@pytest.fixture(scope="session")
+def vlm_dir(request: pytest.FixtureRequest) -> Path:
+    """The VLM the chat path's tests serve and run the engines on: the trained one where it is
+    used (`vlm_tests_on`), else the tiny one (CI). Its answers are checked only by the accuracy
+    tests, which take `trained_vlm_dir`."""
+    if vlm_tests_on() is None:
+        return Path(request.getfixturevalue("trained_vlm_dir"))
+    return Path(request.getfixturevalue("tiny_vlm_dir"))

@@ -9,6 +9,7 @@ uses. `--repeats` is the dispatcher's (`python -m bench`), not the experiment's.
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,15 @@ def experiment_parser(description: str | None, **shared: Any) -> argparse.Argume
 
 
 def settings_of(args: Any) -> dict[str, Any]:
-    """An experiment's parsed arguments (a Namespace or a dict) as a Result's `settings`:
-    paths as strings, tuples as lists, anything else JSON cannot hold as its str()."""
-    items = vars(args) if hasattr(args, "__dict__") else dict(args)
+    """An experiment's parsed arguments (a Namespace, a dict, or a settings object: its
+    `to_dict()` where it has one) as a Result's `settings`: paths as strings, tuples as lists,
+    dataclasses as dicts, anything else JSON cannot hold as its str()."""
+    if hasattr(args, "to_dict"):
+        items = args.to_dict()
+    elif is_dataclass(args) and not isinstance(args, type):
+        items = asdict(args)
+    else:
+        items = vars(args) if hasattr(args, "__dict__") else dict(args)
     return {k: _plain(v) for k, v in items.items()}
 
 
@@ -50,4 +57,6 @@ def _plain(v: Any) -> Any:
         return [_plain(x) for x in v]
     if isinstance(v, dict):
         return {str(k): _plain(x) for k, x in v.items()}
+    if is_dataclass(v) and not isinstance(v, type):
+        return _plain(asdict(v))
     return str(v)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from app.sim.replica.request_metrics import LoadSummary, RequestRecord, summariz
 from app.sim.replica.utilities import call_utility, check_utilities
 from app.sim.traces.spec import TraceSpec, arrival_times
 from bench.core.answers import REFUSAL_STATUSES
+from bench.core.open_loop import open_loop
 
 
 @dataclass(frozen=True)
@@ -204,9 +206,8 @@ def parse_response(base: dict[str, Any], status: int, text: bytes, payload: Payl
 
 
 async def _send(session: aiohttp.ClientSession, cfg: LoadgenConfig, payload: Payload,
-                index: int, scheduled_s: float, t0: float) -> list[RequestRecord]:
-    loop = asyncio.get_running_loop()
-    sent_s = loop.time() - t0
+                index: int, scheduled_s: float, lag_ms: float) -> list[RequestRecord]:
+    sent_s = scheduled_s + lag_ms / 1000.0
     start = time.perf_counter()
     base: dict[str, Any] = {"index": index, "scheduled_s": scheduled_s, "sent_s": sent_s}
     n = len(payload.labels)
@@ -240,16 +241,10 @@ async def run_load_async(cfg: LoadgenConfig, payloads: list[Payload]) -> LoadRes
     timeout = aiohttp.ClientTimeout(total=cfg.request_timeout_s)
     wall0 = time.perf_counter()
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        loop = asyncio.get_running_loop()
-        t0 = loop.time() + cfg.start_delay_s
-        tasks = []
-        for i, t in enumerate(arrivals):
-            delay = t0 + t - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(
-                _send(session, cfg, payloads[i % len(payloads)], i * cfg.job_size, t, t0)))
-        batches = await asyncio.gather(*tasks)
+        def send(i: int, t: float, lag_ms: float) -> Awaitable[list[RequestRecord]]:
+            return _send(session, cfg, payloads[i % len(payloads)], i * cfg.job_size, t, lag_ms)
+
+        batches = await open_loop(arrivals, send, start_delay_s=cfg.start_delay_s)
     records = [r for batch in batches for r in batch]
     summary = summarize(records, cfg.trace.duration_s, cfg.slo_ms)
     return LoadResult(cfg, records, summary,

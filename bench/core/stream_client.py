@@ -14,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import aiohttp
+
+from bench.core.open_loop import open_loop as core_open_loop
 
 
 @dataclass(frozen=True)
@@ -166,28 +168,21 @@ async def send_one(session: aiohttp.ClientSession, url: str, p: Prepared,
     return _record(p, lag_ms, status, 200, st.error, sent, end, st)
 
 
-async def _at(start: float, p: Prepared, session: aiohttp.ClientSession, url: str,
-              headers: Mapping[str, str], timeout_s: float) -> GenRecord:
-    loop = asyncio.get_running_loop()
-    delay = start + p.arrival_s - loop.time()
-    if delay > 0:
-        await asyncio.sleep(delay)
-    lag_ms = max(0.0, (loop.time() - start - p.arrival_s) * 1000.0)
-    return await send_one(session, url, p, headers, timeout_s, lag_ms)
-
-
 async def open_loop(url: str, prepared: Sequence[Prepared], headers: Mapping[str, str],
                     timeout_s: float, start_delay_s: float = 0.5) -> list[GenRecord]:
     """Every request at its scheduled time (from a common start); one record each, in the
     order given."""
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    order = sorted(range(len(prepared)), key=lambda i: prepared[i].arrival_s)
     async with aiohttp.ClientSession(connector=connector) as session:
-        start = asyncio.get_running_loop().time() + start_delay_s
-        tasks = [asyncio.create_task(_at(start, p, session, url, headers, timeout_s))
-                 for p in prepared]
-        records = list(await asyncio.gather(*tasks))
-    if len(records) != len(prepared):  # cannot happen: gather keeps one result per task
-        raise RuntimeError(f"{len(prepared)} sent, {len(records)} records")
+        def send(k: int, _t: float, lag_ms: float) -> Awaitable[GenRecord]:
+            return send_one(session, url, prepared[order[k]], headers, timeout_s, lag_ms)
+
+        sent = await core_open_loop([prepared[i].arrival_s for i in order], send,
+                                    start_delay_s=start_delay_s)
+    records: list[GenRecord] = [sent[0]] * len(prepared) if sent else []
+    for k, i in enumerate(order):
+        records[i] = sent[k]
     return records
 
 

@@ -19,7 +19,6 @@ from bench.core import http
 from bench.core.http import free_port
 from bench.core.wait import wait_http_ok
 from deployments.config import CLUSTER_ENV
-from tests.conftest import vlm_dir_override, vlm_tests_on
 
 FAMILIES = ("family", "vit", "fusion")
 CHAT_MODEL = "vlm"
@@ -38,8 +37,8 @@ TEST_ARGS: dict[str, Any] = {
          "ray_actor_options": {"num_cpus": 0.3}},
     ],
 }
-# the VLM on the transformers engine (starts in seconds; the vLLM engine has its own tests),
-# served when its tests run (tests/conftest.py vlm_tests_on)
+# the VLM on the transformers engine (starts in seconds; the vLLM engine has its own tests):
+# the session's `vlm_dir` (tests/conftest.py), the tiny VLM where the trained one is not cached
 GENERATION = {"model": CHAT_MODEL, "engine": "transformers",
               "encoder": {"num_replicas": 2, "ray_actor_options": {"num_cpus": 0.1}},
               "llm": {"ray_actor_options": {"num_cpus": 0.2}}}
@@ -64,9 +63,10 @@ def _wait_healthy(url: str, timeout_s: float = 120.0) -> None:
 
 
 @pytest.fixture(scope="session")
-def server(trained_models_dir: Path) -> Iterator[Server]:
-    """The app on a fresh local Ray; the families are trained (tests/conftest.py) before Ray
-    takes the CPUs, and `build_app` finds them current in the same cache."""
+def server(trained_models_dir: Path, vlm_dir: Path) -> Iterator[Server]:
+    """The app on a fresh local Ray; the families and the VLM are trained (tests/conftest.py)
+    before Ray takes the CPUs, and `build_app` finds the families current in the same cache and
+    serves the VLM from `vlm_dir` (`generation.model_dir`)."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.update(CLUSTER_ENV)  # as scripts/serve.sh runs Serve
     import ray
@@ -83,8 +83,7 @@ def server(trained_models_dir: Path) -> Iterator[Server]:
              include_dashboard=False, namespace="adaptserve-tests", log_to_driver=False)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        gen = {**GENERATION, "model_dir": vlm_dir_override()}
-        args = TEST_ARGS if vlm_tests_on() is not None else {**TEST_ARGS, "generation": gen}
+        args = {**TEST_ARGS, "generation": {**GENERATION, "model_dir": str(vlm_dir)}}
         serve.run(build_app(args), name=APP_NAME, route_prefix="/")
         url = f"http://127.0.0.1:{port}"
         _wait_healthy(url)

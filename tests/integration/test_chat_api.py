@@ -1,11 +1,17 @@
 """`/v1/chat/completions` on the real app (the session's Serve, tests/integration/conftest.py),
 through the official `openai` client: held-out digits, several images in order, text only,
-streaming with usage, and bad input answered with a clear 4xx while the server keeps serving."""
+streaming with usage, and bad input answered with a clear 4xx while the server keeps serving.
+
+The app serves the session's `vlm_dir` (tests/conftest.py): the tiny VLM in CI, so everything
+here but the held-out accuracy runs on every submission; the accuracy test takes
+`trained_vlm_dir` and runs where the trained VLM is cached (then it is the one served)."""
 
 from __future__ import annotations
 
 import base64
 import io
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,13 +53,13 @@ def message(text: str, pngs: list[bytes]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def client(server: Server, trained_vlm_dir: Any) -> Any:
+def client(server: Server) -> Any:
     return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0,
                          timeout=60.0)
 
 
 @pytest.fixture(scope="module")
-def examples(trained_vlm_dir: Any) -> dict[str, list[tuple[str, list[bytes], str]]]:
+def examples() -> dict[str, list[tuple[str, list[bytes], str]]]:
     return held_out(12)
 
 
@@ -72,16 +78,35 @@ FLOOR = {"digit": 0.75, "sequence": 0.5, "arithmetic": 0.3}
 
 
 @pytest.mark.parametrize("task", ["digit", "sequence", "arithmetic"])
-def test_held_out_answers(client: Any, examples: Any, task: str, trained_vlm_dir: Any) -> None:
-    import json
+def test_held_out_requests_are_answered_and_counted(client: Any, examples: Any, task: str,
+                                                    vlm_dir: Path) -> None:
+    """Whatever the model: every request finishes, its prompt counts the rendered prompt's
+    tokens with each image's tokens expanded (the served model's own tokenizer), and its
+    completion stays within max_tokens, all of them when it stopped for length."""
+    from transformers import AutoTokenizer
 
-    per_image = json.loads((trained_vlm_dir / "config.json").read_text())["image_seq_length"]
-    right = 0
-    for text, pngs, answer in examples[task]:
+    from deployments.models.vlm.prompts import prompt_text
+
+    per_image = json.loads((vlm_dir / "config.json").read_text())["image_seq_length"]
+    tok = AutoTokenizer.from_pretrained(vlm_dir)
+    for text, pngs, _ in examples[task]:
         out = ask(client, text, pngs)
         assert out.choices[0].finish_reason in ("stop", "length")
-        assert out.usage.prompt_tokens > per_image * len(pngs)  # image tokens counted
-        right += out.choices[0].message.content.strip() == answer
+        rendered = tok(prompt_text(tok, text, len(pngs)), add_special_tokens=False)["input_ids"]
+        # each image's placeholder stands for its `per_image` tokens
+        assert out.usage.prompt_tokens == len(rendered) + len(pngs) * (per_image - 1)
+        assert 1 <= out.usage.completion_tokens <= 12  # max_tokens
+        if out.choices[0].finish_reason == "length":
+            assert out.usage.completion_tokens == 12
+        assert out.usage.total_tokens == out.usage.prompt_tokens + out.usage.completion_tokens
+
+
+@pytest.mark.parametrize("task", ["digit", "sequence", "arithmetic"])
+def test_held_out_answers(client: Any, examples: Any, task: str, trained_vlm_dir: Any) -> None:
+    """The trained VLM (served where it is cached) answers the held-out examples."""
+    right = 0
+    for text, pngs, answer in examples[task]:
+        right += ask(client, text, pngs).choices[0].message.content.strip() == answer
     assert right >= FLOOR[task] * len(examples[task]), (task, right)
 
 
@@ -104,8 +129,7 @@ def test_streaming_with_usage(client: Any, examples: Any) -> None:
     ([{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}], 400,
      "unsupported_content_part"),
 ])
-def test_bad_input_is_a_clear_4xx(server: Server, trained_vlm_dir: Any, content: Any,
-                                  status: int, code: str) -> None:
+def test_bad_input_is_a_clear_4xx(server: Server, content: Any, status: int, code: str) -> None:
     body = {"model": CHAT_MODEL, "messages": [{"role": "user", "content": content}]}
     r = server.post("/v1/chat/completions", body)
     assert r.status_code == status, r.text

@@ -1,6 +1,7 @@
-"""Both engines on the trained VLM: the same greedy request gives the same tokens on vLLM and on
-transformers, with pixels and with the encoder stage's embeddings; and a GPU run where CUDA
-exists. vLLM starts its own processes (~40-60 s on CPU), once for the module."""
+"""Both engines on the session's VLM (`vlm_dir`: the tiny one in CI, the trained one where it
+is cached): the same greedy request gives the same tokens on vLLM and on transformers, with
+pixels and with the encoder stage's embeddings; and a GPU run of the trained VLM where CUDA
+exists (`-m gpu`). vLLM starts its own processes (~40-60 s on CPU), once for the module."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ def loop() -> Any:
 
 
 @pytest.fixture(scope="module")
-def model_dir(trained_vlm_dir: Any) -> str:
-    return str(trained_vlm_dir)
+def model_dir(vlm_dir: Any) -> str:
+    return str(vlm_dir)
 
 
 @pytest.fixture(scope="module")
@@ -124,12 +125,15 @@ def test_priority_orders_waiting_requests(engines: Any, model_dir: str, loop: An
     assert finished == ["running", "urgent", "late"]
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not os.environ.get("CUDA_VISIBLE_DEVICES") and not os.path.exists(
     "/dev/nvidia0"), reason="no CUDA device")
-def test_vllm_on_gpu(model_dir: str, loop: Any) -> None:
+def test_vllm_on_gpu(trained_vlm_dir: Any, loop: Any) -> None:
     """Where CUDA exists (PyPI `vllm`, ADAPTSERVE_GPU=1): the engine starts on the GPU and
-    answers the held-out digits."""
+    answers the held-out digits (the trained VLM's accuracy)."""
     from deployments.engines import make_engine
+
+    model_dir = str(trained_vlm_dir)
 
     engine = make_engine("vllm", model_dir, {"max_model_len": context(model_dir),
                                              "gpu_memory_utilization": 0.2})

@@ -16,9 +16,7 @@ ADAPTSERVE_EDGE must be in the environment before the proxy starts, edge_server.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import io
 import json
 import os
 import select
@@ -34,11 +32,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PIL import Image
 
 from bench.core import http
 from deployments.config import CLUSTER_ENV
 from profiling.paths import REPO_ROOT
+from tests.helpers.images import image_b64
 from tests.integration.conftest import free_port
 
 pytestmark = pytest.mark.integration
@@ -106,12 +104,6 @@ def error_of(r: http.HttpResponse, status: int, type_: str) -> str:
     err = r.json()["error"]
     assert err["type"] == type_, err
     return str(err["message"])
-
-
-def image_b64(fmt: str) -> str:
-    buf = io.BytesIO()
-    Image.new("L", (28, 28), 0).save(buf, format=fmt)
-    return base64.b64encode(buf.getvalue()).decode()
 
 
 def classify(image: str, slo: Any = 3000.0) -> dict[str, Any]:

@@ -9,41 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from bench.core.http import HttpResponse
+from tests.helpers.replica_faults import check_answer, kill_replica
 from tests.integration.conftest import APP_NAME, Server
 
 pytestmark = pytest.mark.integration
-
-OK_STATUSES = {"ok", "deadline_exceeded", "shed"}
-ERROR_TYPES = {"replica_unavailable", "internal_error", "unavailable"}
-
-
-def kill_replica(deployment: str) -> str:
-    import ray
-
-    for actor in ray.util.list_named_actors(all_namespaces=True):
-        name = actor["name"]
-        if name.startswith("SERVE_REPLICA::") and f"{APP_NAME}#{deployment}#" in name:
-            ray.kill(ray.get_actor(name, namespace=actor["namespace"]), no_restart=True)
-            return name
-    raise AssertionError(f"no replica of {deployment} found")
-
-
-def check_answer(r: HttpResponse) -> str:
-    """One JSON answer: a result (200), a fast refusal (429 `overloaded` with Retry-After: the
-    ingress sees the drained replica's answers slow down) or an explicit error (5xx)."""
-    body = r.json()
-    if r.status_code == 200:
-        assert body["status"] in OK_STATUSES, body
-        return body["status"]
-    if r.status_code == 429:
-        assert body["error"]["type"] == "overloaded" and int(r.headers["retry-after"]) >= 1, r.text
-        return "overloaded"
-    assert r.status_code in (500, 503), r.text
-    assert body["error"]["type"] in ERROR_TYPES, body
-    if body["error"]["type"] == "unavailable":  # the family has no live replica: fast 503
-        assert int(r.headers["retry-after"]) >= 1, r.headers
-    return body["error"]["type"]
 
 
 def test_killed_replica_under_load(server: Server, examples) -> None:
@@ -69,7 +38,7 @@ def test_killed_replica_under_load(server: Server, examples) -> None:
         futures = [ex.submit(client, k) for k in range(8)]
         time.sleep(1.0)
         assert ok_sent_after(0.0) > 0, seen  # served before the kill
-        killed = kill_replica("Classifier_family")
+        killed = kill_replica(APP_NAME, "Classifier_family")
         killed_at = time.monotonic()
         # Serve replaces the replica: requests sent after the kill succeed again, under load
         deadline = killed_at + 120.0

@@ -17,8 +17,8 @@ import pytest
 
 from bench.core.http import HttpTransportError
 from deployments.ingress.proxy.front_door import REFUSAL_MARK
+from tests.helpers.replica_faults import check_answer, kill_replica
 from tests.integration.conftest import APP_NAME, Server
-from tests.integration.test_serving_resilience import check_answer, kill_replica
 
 pytestmark = pytest.mark.integration
 
@@ -148,7 +148,7 @@ def test_family_down_is_refused_fast_and_reported(server: Server, examples) -> N
                    ex.submit(watch_health, server, stop, seen)]
         time.sleep(2.0)
         kill_s = time.time()
-        kill_replica(f"Classifier_{FAMILY}")
+        kill_replica(APP_NAME, f"Classifier_{FAMILY}")
         end = kill_s + 120
         while time.time() < end and not recovered(list(answers), list(seen)):
             assert not any(f.done() for f in futures), [f.exception() for f in futures]

@@ -1,7 +1,7 @@
-"""`adaptserve profile --stages` for real, with tiny settings: the trained VLM's encoder through
-`VisionEncoder.encode` and the vLLM engine the LLM replica runs (started once, ~40-60 s on CPU).
-The file loads, every latency is positive and grows with the work, and a second call reuses the
-file. Skips where the VLM is not cached (tests/conftest.py `vlm_tests_on`)."""
+"""`adaptserve profile --stages` for real, with tiny settings: the session VLM's (`vlm_dir`: the
+tiny one in CI, the trained one where it is cached) encoder through `VisionEncoder.encode` and
+the vLLM engine the LLM replica runs (started once, ~40-60 s on CPU). The file loads, every
+latency is positive and grows with the work, and a second call reuses the file."""
 
 from __future__ import annotations
 
@@ -15,19 +15,19 @@ vllm = pytest.importorskip("vllm")
 
 
 @pytest.fixture(scope="module")
-def measured(trained_vlm_dir: Path, tmp_path_factory: Any) -> tuple[Any, Path, Path]:
+def measured(vlm_dir: Path, tmp_path_factory: Any) -> tuple[Any, Path, Path]:
     from profiling.stages import StageSettings, ensure_stage_profiles
 
-    settings = StageSettings(model_dir=str(trained_vlm_dir),
+    settings = StageSettings(model_dir=str(vlm_dir),
                              engine_settings={"max_num_seqs": 32, "kv_cache_gib": 1},
                              encoder_batches=(1, 16), prompt_lengths=(16, 512),
                              decode_batches=(1, 32), decode_tokens=12, warmup=1, repeats=5,
                              decode_repeats=3)
     out = tmp_path_factory.mktemp("profiles")
-    return settings, out, ensure_stage_profiles(settings, trained_vlm_dir.parent, out)
+    return settings, out, ensure_stage_profiles(settings, vlm_dir.parent, out)
 
 
-def test_the_profile_loads_with_its_provenance(measured: Any, trained_vlm_dir: Path) -> None:
+def test_the_profile_loads_with_its_provenance(measured: Any, vlm_dir: Path) -> None:
     from deployments.generation.model_files import read_model_files
     from profiling.stages import load_stage_profiles
 
@@ -35,7 +35,7 @@ def test_the_profile_loads_with_its_provenance(measured: Any, trained_vlm_dir: P
     p = load_stage_profiles(path)
     meta = p.metadata
     assert path.name == "vlm.stages.json"
-    assert meta["model_sha256"] == read_model_files(trained_vlm_dir, "vlm").sha256
+    assert meta["model_sha256"] == read_model_files(vlm_dir, "vlm").sha256
     assert meta["engine"] == "vllm" and meta["threads"] == 1
     assert meta["engine_settings"] == {"max_num_seqs": 32, "kv_cache_gib": 1,
                                        "max_model_len": 256}  # the model's context
@@ -78,11 +78,11 @@ def test_capacities_are_recorded_and_positive(measured: Any) -> None:
             r["ttft_slo_ms"], r["tbt_slo_ms"], r["decode_tokens_per_prompt_token"]), abs=0.1)
 
 
-def test_a_current_profile_is_reused(measured: Any, trained_vlm_dir: Path) -> None:
+def test_a_current_profile_is_reused(measured: Any, vlm_dir: Path) -> None:
     from profiling.stages import ensure_stage_profiles
 
     settings, out, path = measured
     before, written_ns = path.read_bytes(), path.stat().st_mtime_ns
-    assert ensure_stage_profiles(settings, trained_vlm_dir.parent, out) == path
+    assert ensure_stage_profiles(settings, vlm_dir.parent, out) == path
     # not measured again: the file is neither rewritten nor changed
     assert path.stat().st_mtime_ns == written_ns and path.read_bytes() == before

@@ -25,7 +25,7 @@ from deployments.classifier.config import ClassifierConfig
 from deployments.ingress.chat.config import GenerationConfig
 from policies.autoscaling.history import history_from_json, history_to_json, items_capacity_per_s
 from policies.generation.stage_profile import EncoderProfile, LLMProfile, StageProfiles
-from tests.unit.scheduler_harness import image_profile
+from tests.helpers.scheduler_harness import image_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,6 @@ from deployments.ingress.chat.schemas import ChatLimits
 from deployments.ingress.chat.service import ChatModel, ChatService
 from deployments.ingress.clock import Arrival, StartSource
 from deployments.ingress.proxy.strict_json import JsonLimits
-from tests.unit.test_generation_prompt import both  # noqa: F401  (the renderer fixture)
 
 
 class _NeverAnswers:
@@ -42,7 +41,7 @@ class _NeverAnswers:
             self.closed += 1
 
 
-def test_a_stage_that_never_answers_gets_a_504_by_the_deadline(both: Any) -> None:  # noqa: F811
+def test_a_stage_that_never_answers_gets_a_504_by_the_deadline(both: Any) -> None:
     _, renderer = both
     llm = _NeverAnswers()
     model = ChatModel("vlm", 256, 5.0, renderer, GenerationPipeline(llm, None, 64))

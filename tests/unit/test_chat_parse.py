@@ -5,32 +5,21 @@ requests keep their images in order and render through the VLM's own chat templa
 from __future__ import annotations
 
 import base64
-import io
 import json
 import struct
 import zlib
 from typing import Any
 
 import pytest
-from PIL import Image
 
 from deployments.ingress.chat.errors import ChatError
 from deployments.ingress.chat.messages import ImageSlot, TextSlot
 from deployments.ingress.chat.parse import ContextCheck, parse_chat, template_messages
 from deployments.ingress.chat.schemas import TTFT_HEADER, ChatLimits
+from tests.helpers.images import data_url, image_bytes
 
 MODELS = ("vlm",)
 LIMITS = ChatLimits()
-
-
-def image_bytes(fmt: str = "PNG", size: tuple[int, int] = (28, 28), shade: int = 0) -> bytes:
-    buf = io.BytesIO()
-    Image.new("RGB", size, (shade, 255 - shade, 7)).save(buf, format=fmt)
-    return buf.getvalue()
-
-
-def data_url(raw: bytes, mime: str = "image/png") -> str:
-    return f"data:{mime};base64,{base64.b64encode(raw).decode()}"
 
 
 def image_part(url: str) -> dict[str, Any]:
@@ -293,8 +282,8 @@ def test_one_image() -> None:
 
 
 def test_several_images_keep_their_order() -> None:
-    raws = [image_bytes("PNG", shade=10), image_bytes("JPEG", shade=90),
-            image_bytes("WEBP", shade=200), image_bytes("PNG", size=(30, 20))]
+    raws = [image_bytes("PNG", color=(10, 245, 7)), image_bytes("JPEG", color=(90, 165, 7)),
+            image_bytes("WEBP", color=(200, 55, 7)), image_bytes("PNG", size=(30, 20))]
     parts = [image_part(data_url(r)) for r in raws]
     req = parse_chat(body(parts[0], TEXT, *parts[1:]), ChatLimits(decode_images=True), MODELS)
     assert [i.data for i in req.images] == raws

@@ -19,7 +19,6 @@ from deployments.ingress.chat.schemas import ChatLimits
 from deployments.ingress.chat.service import ChatModel, ChatService
 from deployments.ingress.clock import Arrival, StartSource
 from deployments.ingress.proxy.strict_json import JsonLimits
-from tests.unit.test_generation_prompt import both  # noqa: F401  (the renderer fixture)
 
 DONE = "[DONE]"
 
@@ -75,7 +74,7 @@ OK = [GenChunk("sev", 1), GenChunk("en", 1),
       GenChunk(finished=True, finish_reason="stop", prompt_tokens=9, completion_tokens=2)]
 
 
-def test_a_whole_stream_ends_with_finish_reason_and_done(both: Any) -> None:  # noqa: F811
+def test_a_whole_stream_ends_with_finish_reason_and_done(both: Any) -> None:
     status, events = _ask(_service(both[1], OK), stream=True)
     assert status == 200
     assert _text(events) == "seven" and events[-1] == DONE
@@ -85,7 +84,7 @@ def test_a_whole_stream_ends_with_finish_reason_and_done(both: Any) -> None:  # 
     assert not any("error" in e for e in events if isinstance(e, dict))
 
 
-def test_a_failure_mid_stream_is_an_error_event(both: Any) -> None:  # noqa: F811
+def test_a_failure_mid_stream_is_an_error_event(both: Any) -> None:
     chunks = [GenChunk("sev", 1), GenChunk(finished=True, status="unavailable",
                                            message="the replica died")]
     status, events = _ask(_service(both[1], chunks), stream=True)
@@ -98,7 +97,7 @@ def test_a_failure_mid_stream_is_an_error_event(both: Any) -> None:  # noqa: F81
                    for c in e.get("choices", []))
 
 
-def test_a_stream_ending_without_its_final_chunk_is_an_error_event(both: Any) -> None:  # noqa: F811
+def test_a_stream_ending_without_its_final_chunk_is_an_error_event(both: Any) -> None:
     status, events = _ask(_service(both[1], OK[:2]), stream=True)
     assert status == 200
     assert _text(events) == "seven" and events[-1] == DONE
@@ -106,7 +105,7 @@ def test_a_stream_ending_without_its_final_chunk_is_an_error_event(both: Any) ->
     assert "early" in events[-2]["error"]["message"]
 
 
-def test_a_whole_answer_cut_short_or_failing_is_an_error(both: Any) -> None:  # noqa: F811
+def test_a_whole_answer_cut_short_or_failing_is_an_error(both: Any) -> None:
     status, [body] = _ask(_service(both[1], OK[:2] + [GenChunk(finished=True,
                                                               status="overloaded")]), False)
     assert status == 429 and body["error"]["code"] == "overloaded"
@@ -114,14 +113,14 @@ def test_a_whole_answer_cut_short_or_failing_is_an_error(both: Any) -> None:  # 
     assert status == 503 and body["error"]["code"] == "replica_unavailable"
 
 
-def test_a_deadline_lost_before_the_first_token_is_a_504(both: Any) -> None:  # noqa: F811
+def test_a_deadline_lost_before_the_first_token_is_a_504(both: Any) -> None:
     lost = [GenChunk(finished=True, status="deadline_exceeded", message="lost before prefill")]
     for stream in (True, False):
         status, [body] = _ask(_service(both[1], lost), stream=stream)
         assert status == 504 and body["error"]["code"] == "deadline_exceeded"
 
 
-def test_deadline_met_tells_whether_the_ttft_slo_held(both: Any) -> None:  # noqa: F811
+def test_deadline_met_tells_whether_the_ttft_slo_held(both: Any) -> None:
     service = _service(both[1], OK)
     # arrived (by its X-Request-Start) 5 s before its first token, with a 1 s TTFT SLO
     status, [body] = _ask(service, stream=False, ttft_ms=1000.0, arrived_s_ago=5.0)

@@ -5,36 +5,18 @@ while they stream, the OpenAPI request bodies, and images limited to PNG/JPEG/We
 from __future__ import annotations
 
 import base64
-import io
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
-from PIL import Image
 
 from deployments.decode import decode_items
 from deployments.ingress.config import HttpConfig
-from deployments.ingress.deployment import build_http_app, health_of
 from deployments.ingress.errors import STATUS_BY_TYPE
-from deployments.ingress.proxy.auth import AuthConfig, load_keys
 from deployments.models.base import InputError, UnsupportedMediaType
 from deployments.models.input_decoding import check_image_format, decode_image, image_format
-from deployments.wire import ClassifyCall, ClassifyOutcome, ItemResult, ItemStatus
-from tests.unit.test_serving_http import BODY, client, service_of
-
-
-def shed(call: ClassifyCall) -> ClassifyOutcome:
-    return ClassifyOutcome(results=(ItemResult(call.item_ids[0], ItemStatus.SHED),))
-
-
-def keyed_client() -> TestClient:
-    service = service_of(shed)
-    controller = type("C", (), {})()
-    probes: dict[str, Any] = {}
-    keys = load_keys(AuthConfig(), {"ADAPTSERVE_API_KEYS": "sk-ingress-0001"})
-    return TestClient(build_http_app(service, controller, service.metrics,
-                                     lambda: health_of(service, set(), probes), keys))
+from tests.helpers.classify_http import BODY, client, keyed_client, shed
+from tests.helpers.images import image_bytes
 
 
 def error(r: Any, status: int, type_: str) -> str:
@@ -117,12 +99,6 @@ def test_openapi_declares_the_request_and_answer_bodies() -> None:
     slo = schemas["SLOSpec"]["properties"]["latency_ms"]
     assert slo["type"] == "number" and slo["exclusiveMinimum"] == 0
     assert "$defs" not in str(doc)  # every $ref resolves inside the document
-
-
-def image_bytes(fmt: str) -> bytes:
-    buf = io.BytesIO()
-    Image.new("L", (8, 8), 200).save(buf, format=fmt)
-    return buf.getvalue()
 
 
 def test_only_png_jpeg_webp_reach_pil() -> None:

@@ -3,7 +3,7 @@ live benchmark's workload rebuilt as simulator requests, the live path's cost mo
 cases (latency, hops, processor-shared CPU, the least-absolute fit), the replay's measured
 startup and count comparison, and a burst replayed with the live policy.
 
-Toy profiles (as test_sim_generation.py): an image encodes in 10 ms (linear in the batch); a
+Toy profiles (tests/helpers/generation_toys.py): an image encodes in 10 ms (linear in the batch); a
 prefill of n tokens takes 5 + 0.1 (n - 1) ms; a decode step of b sequences 2 + 0.25 (b - 1) ms;
 100 tokens per image.
 """
@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from app.sim.generation.autoscale import Autoscaling, Capacities, PolicyTiming
-from app.sim.generation.config import GenSimConfig, ServePath, StageConfig
 from app.sim.generation.requests import GenRequest
 from app.sim.generation.sim import LOST, simulate
 from bench.experiments.fidelity.burst_replay import (
@@ -43,30 +42,10 @@ from bench.experiments.fidelity.live_path import (
 )
 from bench.workloads.chat import ExamplePool, ModelShape, WorkloadSpec, make_workload
 from policies.autoscaling import ENCODER, LLM, AppScalingSettings, ScalingSettings
-from policies.generation.stage_profile import EncoderProfile, LLMProfile, StageProfiles
-from policies.generation.token_routing import Architecture
+from tests.helpers.generation_toys import disagg, mono, prefill, toy
 
 # the live VLM's prompt (docs/data_generation.json model_shape; 16 encoder tokens an image)
 SHAPE = PromptShape(base_tokens=12, turn_tokens=14, image_prompt_tokens=17, image_tokens=16)
-
-
-def toy() -> StageProfiles:
-    return StageProfiles("toy", "test", EncoderProfile(100, {1: 10.0, 2: 20.0, 4: 40.0}),
-                         LLMProfile(Architecture.DECODER_ONLY, {1: 5.0, 1001: 105.0},
-                                    {1: 2.0, 9: 4.0}), {})
-
-
-def prefill(n: int) -> float:
-    return 5.0 + 0.1 * (n - 1)
-
-
-def mono(**kw: object) -> GenSimConfig:
-    return GenSimConfig(ServePath.MONOLITH, StageConfig(1), **kw)  # type: ignore[arg-type]
-
-
-def disagg(encoders: int = 2, **kw: object) -> GenSimConfig:
-    return GenSimConfig(ServePath.DISAGGREGATED, StageConfig(1), StageConfig(encoders),
-                        **kw)  # type: ignore[arg-type]
 
 
 # ---- the workload --------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The single-request benchmark's pure parts (figures, ramp rule, capacity, checks, report) and
 its FastAPI + torch floor, without Ray; the load generator against the fake server of
-test_loadgen.py."""
+tests/helpers/fake_server.py."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from bench.experiments.single_request.metrics import (
     ramp_done,
 )
 from bench.experiments.single_request.report import checks, plot, report, table
-from tests.unit.test_loadgen import FakeServer, _cfg, server  # noqa: F401 (fixture)
+from tests.helpers.fake_server import FakeServer, loadgen_config
 
 
 def _rec(i: int, outcome: str, latency_ms: float | None, **kw: Any) -> RequestRecord:
@@ -129,8 +129,8 @@ def test_no_capacity_leaves_the_multiples_unmeasured() -> None:
     assert c["attainment_admitted_min"] is None and c["goodput_3x_over_1x"] is None
 
 
-def test_front_run_from_a_load_against_a_refusing_server(server: FakeServer) -> None:  # noqa: F811
-    cfg = _cfg(server.url, qps=40.0, duration_s=0.5, slo_ms=100.0)
+def test_front_run_from_a_load_against_a_refusing_server(server: FakeServer) -> None:
+    cfg = loadgen_config(server.url, qps=40.0, duration_s=0.5, slo_ms=100.0)
     result = run_load(cfg, build_payloads([({"pred": 1}, 1), ({"mode": "429"}, 0)], cfg))
     r = front_run("f", result.summary, result.records)
     assert (r.sent, r.ok, r.refused) == (20, 10, 10)

@@ -12,7 +12,7 @@ from schemathesis.config import SchemathesisConfig
 from app.controller.controller import PolicyController
 from bench.experiments.fuzz.run import TOML, FuzzSettings, answer_counts, schemathesis_command
 from deployments.ingress.metrics import IngressMetrics
-from tests.unit.test_serving_control import config, report
+from tests.helpers.controller_inputs import config, report
 
 
 def test_the_config_loads_and_sends_the_key(monkeypatch: pytest.MonkeyPatch) -> None:

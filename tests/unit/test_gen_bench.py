@@ -29,7 +29,7 @@ from bench.workloads.chat import (
     image_count_probs,
     make_workload,
 )
-from tests.unit.local_http import serve_posts
+from tests.helpers.local_http import serve_posts
 
 WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 POOL = ExamplePool(tuple(WORDS[i % 10] for i in range(300)),

@@ -3,30 +3,13 @@ tokenizer's own `apply_chat_template`, the same count as the engines."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
-from deployments.generation.model_files import ModelFiles
 from deployments.generation.prompt import PromptRenderer
-from deployments.models.vlm.tokenizer import build_tokenizer
 
 MESSAGES = [{"role": "system", "content": [{"type": "text", "text": "be brief"}]},
             {"role": "user", "content": [{"type": "image"}, {"type": "image"},
                                          {"type": "text", "text": "read the digits"}]}]
-
-
-@pytest.fixture(scope="module")
-def both(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, PromptRenderer]:
-    tok = build_tokenizer()
-    d: Path = tmp_path_factory.mktemp("tok")
-    tok.save_pretrained(d)
-    files = {p.name: p.read_bytes() for p in d.iterdir()}
-    files["config.json"] = json.dumps({
-        "image_token_id": tok.convert_tokens_to_ids("<image>"), "image_seq_length": 64,
-        "vision_config": {"image_size": 112, "patch_size": 14}, "text_config": {}}).encode()
-    return tok, PromptRenderer(ModelFiles("vlm", "test", files))
 
 
 def test_render_matches_transformers(both: tuple[object, PromptRenderer]) -> None:

@@ -20,7 +20,7 @@ from deployments.ingress.errors import ApiError
 from deployments.ingress.health import FamilyLiveness, WatchedHandle, probe
 from deployments.wire import ClassifyCall, ClassifyOutcome, ItemResult, ItemStatus
 from policies.liveness import Health, LivenessSettings, ProbeResult, after_probe
-from tests.unit.test_serving_http import BODY, _Method, service_of
+from tests.helpers.classify_http import BODY, FakeMethod, service_of
 
 FAST = LivenessSettings(probe_period_s=0.05, down_probe_period_s=0.01, probe_timeout_s=0.05,
                         suspect_max_s=0.2, retry_after_s=2)
@@ -183,11 +183,11 @@ def test_a_hanging_call_gets_the_family_probed_without_waiting_for_the_period() 
 
 def test_watched_handle_reports_failures_and_answers() -> None:
     live = FamilyLiveness(["m"], FAST)
-    ok = WatchedHandle(type("H", (), {"classify_many": _Method(lambda calls: ["x"])})(),
+    ok = WatchedHandle(type("H", (), {"classify_many": FakeMethod(lambda calls: ["x"])})(),
                        "m", live)
     assert asyncio.run(_await(ok.classify_many.remote([]))) == ["x"]
     assert live.states["m"].state is Health.UP
-    bad = WatchedHandle(type("H", (), {"classify_many": _Method(
+    bad = WatchedHandle(type("H", (), {"classify_many": FakeMethod(
         lambda calls: RuntimeError("ActorDiedError"))})(), "m", live)
     with pytest.raises(RuntimeError, match="ActorDiedError"):
         asyncio.run(_await(bad.classify_many.remote([])))
@@ -205,8 +205,8 @@ def _down(live: FamilyLiveness, family: str) -> None:
 
 
 def _client(service: IngressService, status: dict[str, Any] | None = None) -> TestClient:
-    controller = type("C", (), {"status": _Method(lambda: status or RuntimeError("down")),
-                                "metrics_text": _Method(lambda: "")})()
+    controller = type("C", (), {"status": FakeMethod(lambda: status or RuntimeError("down")),
+                                "metrics_text": FakeMethod(lambda: "")})()
     probes = {"Classifier_m": None}
     return TestClient(build_http_app(service, controller, service.metrics,
                                      lambda: health_of(service, set(probes), probes)))

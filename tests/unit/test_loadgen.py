@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
-from aiohttp import web
 
 from app.sim.replica.request_metrics import RequestRecord, summarize
 from app.sim.traces.spec import TraceSpec, arrival_times
 from bench.core import http
 from bench.core.client import (
-    LoadgenConfig,
     build_payloads,
     format_summary,
     request_start_value,
@@ -29,93 +25,7 @@ from bench.core.client import (
 from bench.core.run_report import plot_runs, write_json
 from profiling.paths import shared_data_dir
 from tests.conftest import needs_shared
-
-
-def _answer(inputs: dict[str, Any], rid: str) -> tuple[int, dict[str, Any]]:
-    mode = inputs.get("mode", "ok")
-    if mode == "429":
-        return 429, {"error": {"type": "overloaded", "message": "try later"}}
-    if mode == "500":
-        return 500, {"error": {"type": "internal", "message": "boom"}}
-    if mode in ("shed", "deadline_exceeded"):
-        return 200, {"request_id": rid, "status": mode, "latency_ms": 1.0, "error": "late"}
-    decision = {"variant": inputs.get("variant", "big"), "model": "m", "modalities": [],
-                "gamma": 0, "expected_accuracy": 0.9, "batch_size": 2, "queue_ms": 3.0,
-                "compute_ms": 10.0, "deadline_met": True, "replica": "r0"}
-    return 200, {"request_id": rid, "status": "ok", "latency_ms": 12.0, "decision": decision,
-                 "prediction": {"label": inputs["pred"], "confidence": 0.8}}
-
-
-class FakeServer:
-    """POST /v1/classify and /v1/jobs in a background thread; `delay_s` per request, plus
-    inputs {"mode": "hang"} sleeping `hang_s`."""
-
-    def __init__(self, delay_s: float = 0.0, hang_s: float = 1.2) -> None:
-        self.delay_s, self.hang_s = delay_s, hang_s
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self.received: list[float] = []
-        self.request_starts: list[str | None] = []  # X-Request-Start of each request
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.port = 0
-
-    async def _handle(self, request: web.Request) -> web.Response:
-        self.received.append(time.perf_counter())
-        self.request_starts.append(request.headers.get("X-Request-Start"))
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            body = await request.json()
-            items = body["items"] if request.path == "/v1/jobs" else [body["inputs"]]
-            if any(i.get("mode") == "hang" for i in items):
-                await asyncio.sleep(self.hang_s)
-            if any(i.get("mode") == "proxy_503" for i in items):  # Serve's plain-text refusal
-                return web.Response(status=503, text="Request dropped due to backpressure")
-            await asyncio.sleep(self.delay_s)
-            answers = [_answer(i, f"r{k}") for k, i in enumerate(items)]
-            if request.path == "/v1/jobs":
-                return web.json_response({"job_id": "j1", "results": [a for _, a in answers]})
-            status, data = answers[0]
-            headers = {"Retry-After": "2"} if status == 429 else None
-            return web.json_response(data, status=status, headers=headers)
-        finally:
-            self.in_flight -= 1
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        app = web.Application()
-        app.router.add_post("/v1/classify", self._handle)
-        app.router.add_post("/v1/jobs", self._handle)
-        self.runner = web.AppRunner(app)
-        self.loop.run_until_complete(self.runner.setup())
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        self.loop.run_until_complete(site.start())
-        self.port = self.runner.addresses[0][1]
-        self.ready.set()
-        self.loop.run_forever()
-
-    def start(self) -> FakeServer:
-        self.thread.start()
-        assert self.ready.wait(10)
-        return self
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-
-@pytest.fixture
-def server() -> Iterator[FakeServer]:
-    s = FakeServer().start()
-    yield s
-    s.stop()
+from tests.helpers.fake_server import FakeServer, loadgen_config
 
 
 @pytest.fixture
@@ -125,16 +35,11 @@ def slow_server() -> Iterator[FakeServer]:
     s.stop()
 
 
-def _cfg(url: str, qps: float, duration_s: float, **kw: Any) -> LoadgenConfig:
-    return LoadgenConfig(url=url, model="m", trace=TraceSpec("constant", qps, duration_s),
-                         slo_ms=kw.pop("slo_ms", 1000.0), **kw)
-
-
 def test_every_request_recorded_with_its_outcome(server: FakeServer) -> None:
     items = [({"mode": "ok", "pred": 1}, 1), ({"mode": "ok", "pred": 0}, 1),
              ({"mode": "shed"}, 2), ({"mode": "deadline_exceeded"}, 2), ({"mode": "500"}, 0),
              ({"mode": "hang"}, 0)]
-    cfg = _cfg(server.url, qps=30.0, duration_s=1.0, timeout_s=0.8)
+    cfg = loadgen_config(server.url, qps=30.0, duration_s=1.0, timeout_s=0.8)
     result = run_load(cfg, build_payloads(items, cfg))
     recs = result.records
     assert sorted(r.index for r in recs) == list(range(30))
@@ -155,7 +60,7 @@ def test_every_request_recorded_with_its_outcome(server: FakeServer) -> None:
 
 
 def test_open_loop_sends_on_schedule_regardless_of_answers(slow_server: FakeServer) -> None:
-    cfg = _cfg(slow_server.url, qps=50.0, duration_s=1.0)
+    cfg = loadgen_config(slow_server.url, qps=50.0, duration_s=1.0)
     payloads = build_payloads([({"pred": 0}, 0)], cfg)
     result = run_load(cfg, payloads)
     recs = result.records
@@ -172,7 +77,7 @@ def test_open_loop_sends_on_schedule_regardless_of_answers(slow_server: FakeServ
 
 
 def test_jobs_record_every_item(server: FakeServer, tmp_path: Any) -> None:
-    cfg = _cfg(server.url, qps=10.0, duration_s=1.0, job_size=3)
+    cfg = loadgen_config(server.url, qps=10.0, duration_s=1.0, job_size=3)
     payloads = build_payloads([({"pred": k % 2}, 0) for k in range(6)], cfg)
     assert len(payloads) == 2
     assert json.loads(payloads[1].body)["items"][0] == {"pred": 1}
@@ -187,7 +92,7 @@ def test_jobs_record_every_item(server: FakeServer, tmp_path: Any) -> None:
 
 
 def test_unreachable_server_counts_errors() -> None:
-    cfg = _cfg("http://127.0.0.1:9", qps=20.0, duration_s=0.5, timeout_s=2.0)
+    cfg = loadgen_config("http://127.0.0.1:9", qps=20.0, duration_s=0.5, timeout_s=2.0)
     result = run_load(cfg, build_payloads([({"pred": 0}, 0)], cfg))
     assert result.summary.sent == 10 and result.summary.errors == 10
     assert result.summary.goodput_qps == 0.0
@@ -205,7 +110,7 @@ def test_sync_helper_reads_status_headers_and_json(server: FakeServer) -> None:
 
 
 def test_payload_body_follows_the_wire_format() -> None:
-    cfg = _cfg("http://x", 1.0, 1.0, min_accuracy=0.8, task="t", slo_ms=150.0)
+    cfg = loadgen_config("http://x", 1.0, 1.0, min_accuracy=0.8, task="t", slo_ms=150.0)
     body = json.loads(build_payloads([({"image": "abc"}, 3)], cfg)[0].body)
     assert body == {"model": "m", "task": "t", "inputs": {"image": "abc"},
                     "slo": {"latency_ms": 150.0, "min_accuracy": 0.8}}
@@ -257,7 +162,7 @@ def test_twitter_trace_spec() -> None:
 
 def test_request_start_header_carries_the_send_time(server: FakeServer) -> None:
     assert request_start_value(1732435200.1234567) == "t=1732435200.123457"
-    cfg = _cfg(server.url, qps=20.0, duration_s=0.5)
+    cfg = loadgen_config(server.url, qps=20.0, duration_s=0.5)
     before = time.time()
     run_load(cfg, build_payloads([({"pred": 0}, 0)], cfg))
     after = time.time()
@@ -266,7 +171,7 @@ def test_request_start_header_carries_the_send_time(server: FakeServer) -> None:
         assert value is not None and re.fullmatch(r"t=\d+\.\d{6}", value)
         assert before <= float(value[2:]) <= after
     server.request_starts.clear()
-    cfg = _cfg(server.url, qps=20.0, duration_s=0.5, request_start_header=False)
+    cfg = loadgen_config(server.url, qps=20.0, duration_s=0.5, request_start_header=False)
     run_load(cfg, build_payloads([({"pred": 0}, 0)], cfg))
     assert server.request_starts == [None] * 10
 
@@ -274,7 +179,7 @@ def test_request_start_header_carries_the_send_time(server: FakeServer) -> None:
 def test_refusals_are_their_own_outcome_with_retry_after(server: FakeServer) -> None:
     items = [({"mode": "ok", "pred": 1}, 1), ({"mode": "429"}, 1), ({"mode": "proxy_503"}, 0),
              ({"mode": "deadline_exceeded"}, 0)]
-    cfg = _cfg(server.url, qps=40.0, duration_s=1.0)
+    cfg = loadgen_config(server.url, qps=40.0, duration_s=1.0)
     result = run_load(cfg, build_payloads(items, cfg))
     s = result.summary
     assert (s.sent, s.ok, s.refused, s.deadline_exceeded, s.errors) == (40, 10, 20, 10, 0)

@@ -1,5 +1,5 @@
 """The packed-array re-plan returns exactly the plans of the implementation it replaced
-(tests/unit/modality_replan_reference.py): same assignments, same drops, same method."""
+(tests/helpers/modality_replan_reference.py): same assignments, same drops, same method."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from policies.modality.api import (
 )
 from policies.modality.greedy import _search_steps
 from policies.types import SLO, Job
-from tests.unit import modality_replan_reference as reference
+from tests.helpers import modality_replan_reference as reference
 
 TABLES = {name: build_tables(load_profile(name)) for name in ("tvlt-like", "three-modality")}
 SIZES = (1, 2, 3, 5, 8, 13, 25, 40, 70, 100)

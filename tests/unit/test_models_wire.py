@@ -6,13 +6,11 @@ Uses untrained models (decode/examples need no weights), so it runs in seconds.
 from __future__ import annotations
 
 import base64
-import io
 import math
 from typing import Any
 
 import pytest
 import torch
-from PIL import Image
 
 from deployments.models.base import InputError, ServableModel
 from deployments.models.family import FamilyConfig, FamilyServable
@@ -22,6 +20,7 @@ from deployments.models.fusion import build as build_fusion
 from deployments.models.input_decoding import decode_image, encode_image
 from deployments.models.vit_tokens import TokenViTServable, VitConfig
 from deployments.models.vit_tokens import build as build_vit
+from tests.helpers.images import image_b64
 
 
 @pytest.fixture(autouse=True)
@@ -37,12 +36,6 @@ def servables() -> dict[str, ServableModel]:
         "fusion": FusionServable(build_fusion(FusionConfig()), FusionConfig()),
         "family": FamilyServable(build_family(FamilyConfig()), FamilyConfig()),
     }
-
-
-def _png(size: tuple[int, int], mode: str = "L") -> str:
-    buf = io.BytesIO()
-    Image.new(mode, size, color=128 if mode == "L" else (10, 200, 30)).save(buf, format="PNG")
-    return base64.b64encode(buf.getvalue()).decode()
 
 
 def test_image_round_trip_is_exact() -> None:
@@ -66,7 +59,7 @@ def test_examples_decode(servables: dict[str, ServableModel], family: str) -> No
 
 
 def test_any_size_and_rgb_images_are_accepted(servables: dict[str, ServableModel]) -> None:
-    out = servables["vit"].decode({"image": _png((40, 23), "RGB")}, "digits")
+    out = servables["vit"].decode({"image": image_b64(size=(40, 23), color=(10, 200, 30))}, "digits")
     assert out["image"].shape == (1, 16, 16)
     assert abs(float(out["image"].mean()) - 0.0) > 0.1  # converted, not blank
 
@@ -84,8 +77,8 @@ def _fusion_inputs(servables: dict[str, ServableModel]) -> dict[str, Any]:
     ({"image": "%%%not base64%%%"}, "image"),
     ({"image": base64.b64encode(b"definitely not an image").decode()}, "image"),
     ({"image": "abc"}, "image"),  # bad padding
-    ({"image": _png((16, 16)), "audio": [0.0]}, "audio"),
-    ({"image": _png((2000, 10))}, "image"),
+    ({"image": image_b64(size=(16, 16), color=128), "audio": [0.0]}, "audio"),
+    ({"image": image_b64(size=(2000, 10), color=128)}, "image"),
 ])
 def test_image_family_errors(servables: dict[str, ServableModel], family: str, inputs: Any,
                              field: str) -> None:

@@ -14,7 +14,7 @@ from pytest import approx
 from bench.core.answers import outcome_of
 from bench.experiments.node_loss.load import Answer, send_load
 from bench.experiments.node_loss.report import figures, rows, table
-from tests.unit.local_http import serve_posts
+from tests.helpers.local_http import serve_posts
 
 
 def test_outcome_of_reads_result_status_or_error_type() -> None:

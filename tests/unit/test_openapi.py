@@ -19,9 +19,8 @@ from deployments.ingress.config import HttpConfig
 from deployments.ingress.health import FamilyLiveness
 from deployments.ingress.openapi import tiny_png
 from deployments.models.input_decoding import decode_image
-from tests.unit.test_edge_http import keyed_client, shed
-from tests.unit.test_serving_control import config, report
-from tests.unit.test_serving_http import catalog, client
+from tests.helpers.classify_http import catalog, client, keyed_client, shed
+from tests.helpers.controller_inputs import config, report
 
 
 def document(c: TestClient, key: str | None = None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from policies.model_selection.solve import (
     solve,
     value_iteration,
 )
-from tests.unit.test_transitions import toy_model
+from tests.helpers.toy_profiles import toy_model
 
 
 @pytest.mark.parametrize(("workers", "load", "max_queue", "intervals"),

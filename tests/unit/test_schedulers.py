@@ -16,7 +16,7 @@ from policies.schedulers.plans import (
     build_jellyfish_plan,
 )
 from policies.schedulers.registry import make_scheduler, scheduler_names
-from tests.unit.scheduler_harness import (
+from tests.helpers.scheduler_harness import (
     EPS,
     all_accounted,
     drive,

@@ -15,7 +15,7 @@ from policies.schedulers.plans import (
     build_otas_plan,
 )
 from policies.schedulers.registry import make_scheduler
-from tests.unit.scheduler_harness import (
+from tests.helpers.scheduler_harness import (
     EPS,
     Trace,
     all_accounted,

@@ -27,13 +27,7 @@ from policies.schedulers.plan_types import PlanKind
 from policies.schedulers.plans import build_jellyfish_plan, build_mosel_plan
 from policies.types import Variant
 from profiling.paths import plan_file
-
-
-def config(tmp: Path, **classifier) -> AppConfig:
-    return AppConfig.model_validate({
-        "paths": {"plans_dir": str(tmp)},
-        "controller": {"interval_s": 0.5, "stale_after_s": 2.0},
-        "classifiers": [{"name": "fam", **classifier}]})
+from tests.helpers.controller_inputs import config, report
 
 
 def test_config_rejects_unknown_keys_and_duplicates(tmp_path: Path) -> None:
@@ -71,12 +65,6 @@ def test_unknown_policy_param_fails_naming_the_key(tmp_path: Path) -> None:
     again = AppConfig.model_validate(config(tmp_path, policy="mosel",
                                             policy_params={"policy": "random"}).model_dump())
     assert again.classifiers[0].policy_params.scheduler == "mosel"
-
-
-def report(t: float, replica: str = "r1", load: float = 10.0, **counters: float) -> ReplicaReport:
-    return ReplicaReport("fam", replica, t, load, 3, counters=counters,
-                         variant_counts={"v": int(counters.get("ok", 0))},
-                         plan_versions={"task": "old"})
 
 
 @dataclass

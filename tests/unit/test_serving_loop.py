@@ -3,45 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
 from deployments.classifier.loop import LoopSettings, ReplicaLoop
-from deployments.models.base import Prediction
-from deployments.wire import ItemStatus, WorkItem
-from policies.profile import LatencyPoint, Profile, VariantProfile
+from deployments.wire import ItemStatus
 from policies.queue import DeadlineQueue, QueuedItem, RateWindow
 from policies.schedulers.base import PendingItem, Scheduler, SchedulerDecision
 from policies.schedulers.registry import make_scheduler
 from policies.schedulers.step import expire
-from policies.types import Variant
-
-
-def profile() -> Profile:
-    def vp(name: str, acc: float, ms: float) -> VariantProfile:
-        pts = tuple(LatencyPoint(b, ms * b ** 0.5, ms * b ** 0.5, ms * b ** 0.5, ms * b ** 0.5)
-                    for b in (1, 2, 4, 8))
-        return VariantProfile(Variant(name, name), acc, pts)
-    return Profile("toy.t", "cpu", (vp("small", 0.7, 5.0), vp("big", 0.9, 10.0)))
-
-
-def item(i: int, slo_s: float = 1.0, task: str = "t") -> WorkItem:
-    now = time.time()
-    return WorkItem(f"i{i}", task, {"x": i}, now, now + slo_s)
-
-
-def runner(delay_s: float = 0.02, fail: bool = False):
-    calls: list[int] = []
-
-    def run(variant: Variant, task: str, items: list[dict]) -> list[Prediction]:
-        calls.append(len(items))
-        time.sleep(delay_s)
-        if fail:
-            raise RuntimeError("boom")
-        return [Prediction(int(it["x"]), 0.5) for it in items]
-    run.calls = calls  # type: ignore[attr-defined]
-    return run
+from tests.helpers.serving_loop import item, profile, runner
 
 
 def make_loop(run, max_items: int = 16, sched: Scheduler | None = None) -> ReplicaLoop:

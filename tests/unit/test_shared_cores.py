@@ -1,6 +1,6 @@
 """The stages sharing the machine's cores with the live path (bench/experiments/fidelity/shared_cores.py,
 the `stretch` hook of the simulator's stages, `PathCosts.stages_share`), on hand cases with the
-toy profiles of test_fidelity_live_path.py (imported from it) (an image encodes in 10 ms; a prefill of n tokens takes
+toy profiles of tests/helpers/generation_toys.py (an image encodes in 10 ms; a prefill of n tokens takes
 5 + 0.1 (n - 1) ms)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from bench.experiments.fidelity.shared_cores import (
     job_rate,
     processor_sharing,
 )
-from tests.unit.test_fidelity_live_path import prefill, toy
+from tests.helpers.generation_toys import prefill, toy
 
 MONO = GenSimConfig(ServePath.MONOLITH, StageConfig(1))
 DISAGG = GenSimConfig(ServePath.DISAGGREGATED, StageConfig(1), StageConfig(1))

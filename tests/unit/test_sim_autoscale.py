@@ -1,7 +1,7 @@
 """Autoscaling in the generation simulator (app/sim/generation/autoscale.py): the live policy
 (policies.autoscaling) driven by the stages' metered loads, on short hand-made traces.
 
-Toy profiles: an image takes 10 ms to encode (100 tokens; 10,000 image tokens/s per encoder at
+Toy profiles (tests/helpers/generation_toys.py): an image takes 10 ms to encode (100 tokens; 10,000 image tokens/s per encoder at
 any batch), a prefill of n tokens 5 + 0.1 (n - 1) ms (1001 tokens in 105 ms: 9,533 prompt
 tokens/s per LLM replica); prompts of one output token (no decode).
 """
@@ -29,19 +29,15 @@ from app.sim.generation.config import GenSimConfig, ServePath, StageConfig
 from app.sim.generation.metrics import summarize
 from app.sim.generation.workload import TraceArrays
 from policies.autoscaling import ENCODER, LLM
-from policies.generation.stage_profile import EncoderProfile, LLMProfile, StageProfiles
+from policies.generation.stage_profile import StageProfiles
 from policies.generation.token_routing import Architecture
 from policies.generation.ttft_slo import TTFTSLOs
+from tests.helpers.generation_toys import toy
 
 SLOS = TTFTSLOs(1000.0)
 # period 0.5 s (window the same), scale down after 1 s low, replicas serve 0.25 s after asked
 AUTO = Autoscaling(PolicyTiming(0.5, 0.5, 1.0, 1.0, 0.25, 0.25), target_utilization=0.8,
                    max_accelerators=16)
-
-
-def toy(arch: Architecture) -> StageProfiles:
-    return StageProfiles("toy", "test", EncoderProfile(100, {1: 10.0, 2: 20.0, 4: 40.0}),
-                         LLMProfile(arch, {1: 5.0, 1001: 105.0}, {1: 2.0, 9: 4.0}), {})
 
 
 def burst_trace(duration_s: float = 12.0) -> TraceArrays:

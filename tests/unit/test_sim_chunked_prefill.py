@@ -2,7 +2,7 @@
 a token budget per iteration (`max_prefill_tokens`, vLLM's max_num_batched_tokens), decodes
 first (one token each), then the prompt being chunked, then waiting prompts, the last one split.
 
-Toy profiles as tests/unit/test_sim_generation.py: a prefill of n tokens takes 5 + 0.1 (n - 1)
+Toy profiles of tests/helpers/generation_toys.py: a prefill of n tokens takes 5 + 0.1 (n - 1)
 ms, a decode step of b sequences 2 + 0.25 (b - 1) ms, an image 10 ms to encode (100 tokens).
 """
 
@@ -13,7 +13,7 @@ import pytest
 from app.sim.generation.config import GenSimConfig, ServePath, StageConfig
 from app.sim.generation.requests import GenRequest
 from app.sim.generation.sim import GenerationSim, simulate
-from tests.unit.test_sim_generation import disagg, mono, prefill, toy
+from tests.helpers.generation_toys import disagg, mono, prefill, toy
 
 LONG = 20_000  # prompt tokens: 8192 + 8192 + 3616 at the default budget of 8192
 

@@ -15,7 +15,7 @@ from policies.schedulers.base import Drop, DropReason, PendingItem, SchedulerDec
 from policies.schedulers.registry import make_scheduler
 from policies.schedulers.slowdown import SlowdownSettings, SlowdownTracker, dilate, undilate
 from policies.types import Variant
-from tests.unit.test_serving_loop import item, profile, runner
+from tests.helpers.serving_loop import item, profile, runner
 
 
 def test_tracker_median_ignores_small_batches_and_clips() -> None:

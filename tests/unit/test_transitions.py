@@ -12,12 +12,7 @@ from policies.model_selection.mdp_spec import (
     StateSpace,
 )
 from policies.model_selection.transitions import next_state_probs
-from policies.profile import LatencyModel
-
-
-def toy_model() -> LatencyModel:
-    lat = tuple(tuple(base * (1 + 0.6 * (b - 1)) for b in range(1, 9)) for base in (0.01, 0.025, 0.05))
-    return LatencyModel(("fast", "mid", "slow"), (0.6, 0.75, 0.85), lat, 8)
+from tests.helpers.toy_profiles import toy_model
 
 
 @pytest.mark.parametrize("balancing", list(LoadBalancing))

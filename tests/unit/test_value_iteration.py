@@ -6,7 +6,7 @@ import pytest
 from policies.model_selection.mdp import build_mdp
 from policies.model_selection.mdp_spec import MDPSpec
 from policies.model_selection.solve import expectations, stationary, value_iteration
-from tests.unit.test_transitions import toy_model
+from tests.helpers.toy_profiles import toy_model
 
 
 def _policy_value(mdp, rows, discount):

@@ -24,23 +24,20 @@ from deployments.models.vlm import (
     task_messages,
 )
 from deployments.models.vlm.cache import is_current, weights_digest
-from deployments.models.vlm.config import DataSpec, TextSpec, TrainSpec, VisionSpec, VlmConfig
+from deployments.models.vlm.config import VlmConfig
 from deployments.models.vlm.evaluate import greedy_answers
 from deployments.models.vlm.fit import fit
 from deployments.models.vlm.model import pixel_values
 from deployments.models.vlm.tokenizer import build_tokenizer
+from tests.conftest import TINY_VLM
 
-TINY = VlmConfig(
-    vision=VisionSpec(hidden_size=64, intermediate_size=128, num_layers=1, num_heads=1),
-    text=TextSpec(hidden_size=64, intermediate_size=128, num_layers=1, num_heads=1),
-    data=DataSpec(multi_test_requests=8),
-    train=TrainSpec(tower_epochs=1, decoder_steps=3, feature_views=2))
+TINY = TINY_VLM  # the session's tiny VLM (tests/conftest.py), which the chat path's tests serve
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny_dir(tiny_vlm_dir: Path) -> Path:
     torch.set_num_threads(1)
-    return ensure_vlm(tmp_path_factory.mktemp("vlm"), TINY)
+    return tiny_vlm_dir
 
 
 def test_directory_holds_what_both_engines_read(tiny_dir: Path) -> None:

@@ -114,6 +114,6 @@ def main(argv: list[str] | None = None) -> int:
         out = run_live(settings)
     print(report(out))
     checks = result_checks(out["checks"])
-    run.write(settings.out, clean(out), settings=settings_of(vars(settings)), checks=checks)
+    run.write(settings.out, clean(out), settings=settings_of(settings), checks=checks)
     print(f"wrote {settings.out} and {settings.png}")
     return 0 if all_ok(checks) else 1

@@ -46,6 +46,6 @@ def main(argv: list[str] | None = None) -> int:
     checks = checks_from_flags({"no_failed_check": status == 0})
     run.write(out, {"schemathesis_exit_status": status,
                     "junit": str(settings.report_dir / "junit.xml")},
-              settings={**settings_of(vars(settings)), "out": str(out)}, checks=checks)
+              settings={**settings_of(settings), "out": str(out)}, checks=checks)
     print(f"wrote {out}")
     return 0 if all_ok(checks) else 1

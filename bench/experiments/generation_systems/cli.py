@@ -1,5 +1,5 @@
-"""Generation figures (issue 12; docs/generation.md): ModServe's ablation live on this machine
-and what a user would run instead, same model, same client, same run (table + JSON + PNG).
+"""Generation figures (docs/generation.md): ModServe's ablation live on this machine and what a
+user would run instead, same model, same client, same run (table + a Result + PNG).
 
     RAY_AUTH_MODE=disabled flock /tmp/live.lock .venv/bin/python -m bench generation-systems
     ... --quick                          (smoke: one low rate, 15 s per system)
@@ -21,6 +21,9 @@ Workload (bench/workloads/chat.py): seeded mixed traffic, the same at a given ra
 system: text-only arithmetic and 1-8 held-out digit images per request (heavy-tailed), earlier
 turns (heavy-tailed prompt lengths), Poisson arrivals with image bursts; answers checked.
 Client (bench/core/stream_client.py): open-loop streaming SSE, TTFT/TBT/e2e at the client.
+Checks: every system ran, and the claims of bench/experiments/generation_systems/metrics.py
+`checks` (TTFT at the monolith's knee, max load under the SLO, light-load TTFT against vLLM's,
+accuracy under load), each met, missed or not judged.
 """
 
 from __future__ import annotations
@@ -30,19 +33,20 @@ import logging
 import sys
 from pathlib import Path
 
+from bench.core.cli import experiment_parser
 from bench.experiments.generation_systems.run import GenBenchSettings
 from bench.experiments.generation_systems.systems import ALL_SYSTEMS, SYSTEMS
 from bench.workloads.chat import WorkloadSpec
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = experiment_parser(__doc__, out="docs/data_generation.json", seed=0,
+                          config="serve_config.yaml")
     p.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=ALL_SYSTEMS)
     p.add_argument("--rates", type=float, nargs="+", default=[4.0, 16.0, 28.0, 40.0, 52.0],
                    help="mean requests/s of the ramp (docs/generation.md's run)")
     p.add_argument("--duration-s", type=float, default=25.0, help="each rate")
     p.add_argument("--slo-ms", type=float, default=250.0, help="TTFT SLO (all systems)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--image-share", type=float, default=0.5)
     p.add_argument("--burst-factor", type=float, default=4.0)
     p.add_argument("--burst-fraction", type=float, default=0.15)
@@ -58,10 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model-dir", type=Path, default=None,
                    help="the model directory every system serves (default: the shipped VLM, "
                         "trained; this never trains)")
-    p.add_argument("--config", type=Path, default=Path("serve_config.yaml"))
     p.add_argument("--extra-pythonpath", default="",
                    help="prepended for the systems' processes (e.g. where pyarrow is)")
-    p.add_argument("--out", type=Path, default=Path("docs/data_generation.json"))
     p.add_argument("--png", type=Path, default=Path("docs/figures/generation.png"))
     p.add_argument("--results", type=Path, default=Path("results/generation"),
                    help="per-request records and the systems' logs")
@@ -85,26 +87,30 @@ def parse(argv: list[str] | None = None) -> tuple[GenBenchSettings, Path, Path]:
                          a.base_port, a.models_dir, a.model_dir, a.config, a.num_cpus,
                          a.encoder_replicas, a.llm_replicas, a.max_num_seqs,
                          extra_pythonpath=a.extra_pythonpath, out_dir=a.results,
-                         command=" ".join(sys.argv))
+                         command=" ".join(["python -m bench generation-systems",
+                                           *(sys.argv[1:] if argv is None else argv)]))
     return s, out, png
 
 
-def main() -> int:
-    settings, out_path, png = parse()
+def main(argv: list[str] | None = None) -> int:
+    settings, out_path, png = parse(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     logging.getLogger("bench").setLevel(logging.INFO)
-    from bench.core.run_report import write_json
+    from bench.core.cli import settings_of
+    from bench.core.result import Check, Run, all_ok, checks_from_flags
+    from bench.core.run_report import clean
     from bench.experiments.generation_systems.report import plot, report
     from bench.experiments.generation_systems.run import run_bench
 
+    run = Run()
     out = run_bench(settings)
     print(report(out))
-    write_json(out_path, out)
+    failed = [n for n, v in out["systems"].items() if v.get("failed")]
+    checks = [Check("systems_failed", failed, [], not failed),
+              *checks_from_flags((out.get("checks") or {}).get("pass", {}))]
+    run.write(out_path, clean(out), settings={**settings_of(settings),
+                                              "out": str(out_path), "png": str(png)},
+              checks=checks)
     plot(out, png)
     print(f"wrote {out_path} and {png}")
-    failed = [n for n, v in out["systems"].items() if v.get("failed")]
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return 0 if all_ok(checks) else 1

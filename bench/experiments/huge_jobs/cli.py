@@ -1,4 +1,5 @@
-"""Issue 10's "six huge jobs at once" figure (table + JSON + PNG; docs/huge_jobs.md).
+"""Six max-size jobs at once beside other families' single requests: do the others keep their
+SLO (table + a Result + PNG; docs/huge_jobs.md).
 
     RAY_AUTH_MODE=disabled .venv/bin/python -m bench huge-jobs [--docs]
 
@@ -9,23 +10,23 @@ which --clients clients each send a job of the largest allowed size to --job-fam
 back for --huge-s (and one job over the item cap: 413). Reports each family's attainment quiet
 vs while the jobs were in flight (target: other families lose <= 5 points), the jobs' outcomes,
 and how long the job family's classifier kept working after the last job was answered. The
-run is bench/experiments/huge_jobs/run.py; the figures bench/experiments/huge_jobs/report.py.
+run is bench/experiments/huge_jobs/run.py; the figures bench/experiments/huge_jobs/report.py
+(its checks, one per phase and family, and the over-cap job's 413).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
 
+from bench.core.cli import experiment_parser
 from bench.experiments.huge_jobs.run import HugeJobsSettings
 
 
 def parse(argv: list[str] | None = None) -> tuple[HugeJobsSettings, Path, Path]:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--config", type=Path, default=Path("serve_config.yaml"))
-    p.add_argument("--port", type=int, default=8130)
+    p = experiment_parser(__doc__, out="results/huge_jobs/huge_jobs.json", seed=0, port=8130,
+                          config="serve_config.yaml")
     p.add_argument("--job-family", default="family", help="the family the jobs go to")
     p.add_argument("--single-families", nargs="+", default=["vit", "fusion", "family"])
     p.add_argument("--single-qps", type=float, default=10.0, help="per family, requests/s")
@@ -40,9 +41,7 @@ def parse(argv: list[str] | None = None) -> tuple[HugeJobsSettings, Path, Path]:
                    help="job clients resend at once after a 429/503")
     p.add_argument("--num-cpus", type=int, default=8, help="Ray logical CPUs")
     p.add_argument("--settle-s", type=float, default=5.0)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--records", type=Path, default=Path("results/huge_jobs/records.json"))
-    p.add_argument("--out", type=Path, default=Path("results/huge_jobs/huge_jobs.json"))
     p.add_argument("--png", type=Path, default=Path("results/huge_jobs/huge_jobs.png"))
     p.add_argument("--docs", action="store_true",
                    help="write docs/data_huge_jobs.json and docs/figures/huge_jobs.png instead")
@@ -51,17 +50,21 @@ def parse(argv: list[str] | None = None) -> tuple[HugeJobsSettings, Path, Path]:
     if docs:
         out, png = Path("docs/data_huge_jobs.json"), Path("docs/figures/huge_jobs.png")
     tuples = {k: tuple(a[k]) for k in ("single_families", "kinds", "job_slos_ms")}
-    return HugeJobsSettings(**{**a, **tuples}, command=" ".join(sys.argv)), out, png
+    command = " ".join(["python -m bench huge-jobs", *(sys.argv[1:] if argv is None else argv)])
+    return HugeJobsSettings(**{**a, **tuples}, command=command), out, png
 
 
-def main() -> int:
-    settings, out_path, png = parse()
+def main(argv: list[str] | None = None) -> int:
+    settings, out_path, png = parse(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("bench").setLevel(logging.INFO)
-    from bench.core.run_report import write_json
+    from bench.core.cli import settings_of
+    from bench.core.result import Run, all_ok, checks_from_flags
+    from bench.core.run_report import clean
     from bench.experiments.huge_jobs.report import figures, plot, table
     from bench.experiments.huge_jobs.run import run_huge_jobs, split_records
 
+    run = Run()
     out = run_huge_jobs(settings)
     fig = figures(out)
     slim = {**split_records(out, settings.records), **fig}
@@ -69,11 +72,10 @@ def main() -> int:
           f"limits {slim['limits']}; job bodies {slim['job_body_bytes']} bytes; "
           f"run {slim['wall_s']:.0f} s, loadavg {slim['loadavg_1min_after_run']:.1f}")
     print(table(fig))
-    write_json(out_path, slim)
+    checks = checks_from_flags(fig["checks"])
+    run.write(out_path, clean(slim), settings={**settings_of(settings),
+                                               "out": str(out_path), "png": str(png)},
+              checks=checks)
     plot(fig, f"six huge jobs at once to {settings.job_family} ({slim['commit']})", png)
     print(f"wrote {out_path}, {png} and {settings.records}")
-    return 0 if all(v is not False for v in fig["checks"].values()) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return 0 if all_ok(checks) else 1

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
     run = Run()
     out = run_node_loss(settings)
-    given = {**settings_of(vars(settings)), "out": str(out_path), "png": str(png)}
+    given = {**settings_of(settings), "out": str(out_path), "png": str(png)}
     if "stop_s" not in out:
         run.write(out_path, clean(out), settings=given,
                   checks=[Check("node_stopped", False, True, False)])

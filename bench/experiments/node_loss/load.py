@@ -20,10 +20,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import aiohttp
-import numpy as np
 
 from bench.core.answers import outcome_of
 from bench.core.client import REQUEST_START, request_start_value
+from bench.core.open_loop import open_loop, poisson
 
 
 @dataclass(frozen=True)
@@ -89,27 +89,13 @@ async def send_load(url: str, bodies: Sequence[bytes], qps: float, seed: int,
                     stop: asyncio.Event, timeout_s: float, answers: list[Answer]) -> None:
     """Poisson arrivals at `qps` to `url` until `stop` is set; appends each request's Answer to
     `answers` as it comes back and returns once every request sent has one."""
-    rng = np.random.default_rng(seed)
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     connector = aiohttp.TCPConnector(limit=0)
-
-    async def one(i: int) -> None:
-        answers.append(await _one(session, url, bodies[i % len(bodies)], f"nodeloss-{i:06d}"))
-
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        tasks: list[asyncio.Task[None]] = []
-        next_s = time.monotonic()
-        while not stop.is_set():
-            next_s += float(rng.exponential(1.0 / qps))
-            wait_s = next_s - time.monotonic()
-            if wait_s > 0:
-                try:
-                    await asyncio.wait_for(stop.wait(), wait_s)
-                    break
-                except TimeoutError:
-                    pass
-            tasks.append(asyncio.create_task(one(len(tasks))))
-        await asyncio.gather(*tasks)
+        async def one(i: int, _t: float, _lag_ms: float) -> None:
+            answers.append(await _one(session, url, bodies[i % len(bodies)], f"nodeloss-{i:06d}"))
+
+        await open_loop(poisson(qps, seed), one, stop=stop)
 
 
 def _read_probe(route: str, family: str, sent: float, status: int, latency_ms: float,

@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = {} if from_records is None else {"figures_from_records": settings.command}
     checks = [Check(r["row"], r["measured"], r["target"], r["passed"]) for r in fig["rows"]]
     run.write(out_path, clean({**slim, **extra, "figures": fig}),
-              settings={**settings_of(vars(settings)), "out": str(out_path),
+              settings={**settings_of(settings), "out": str(out_path),
                         "records": str(records)}, checks=checks)
     print(f"wrote {out_path}" + ("" if from_records is not None else f" and {records}"))
     return 0 if all_ok(checks) else 1

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     out = run_front(settings)
     print(report(out))
     checks = result_checks(out["checks"])
-    run.write(out_path, clean(out), settings={**settings_of(vars(settings)),
+    run.write(out_path, clean(out), settings={**settings_of(settings),
                                               "out": str(out_path), "png": str(png)},
               checks=checks)
     plot(out, png)

@@ -1,0 +1,22 @@
+"""The VLM's tokenizer and the ingress's PromptRenderer over the same files, without the
+model's weights (the `both` fixture of tests/unit/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from deployments.generation.model_files import ModelFiles
+from deployments.generation.prompt import PromptRenderer
+from deployments.models.vlm.tokenizer import build_tokenizer
+
+
+def tokenizer_and_renderer(directory: Path) -> tuple[object, PromptRenderer]:
+    """The tokenizer, saved into `directory`, and a renderer reading the saved files."""
+    tok = build_tokenizer()
+    tok.save_pretrained(directory)
+    files = {p.name: p.read_bytes() for p in directory.iterdir()}
+    files["config.json"] = json.dumps({
+        "image_token_id": tok.convert_tokens_to_ids("<image>"), "image_seq_length": 64,
+        "vision_config": {"image_size": 112, "patch_size": 14}, "text_config": {}}).encode()
+    return tok, PromptRenderer(ModelFiles("vlm", "test", files))

@@ -10,11 +10,15 @@ and every replica (`ServeReplica:<app>:<deployment>`). This needs neither Ray's 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import psutil
 
+T = TypeVar("T")
 TITLE_PREFIX = "ray::"
 SERVE_ACTORS = ("ServeReplica:", "ServeController", "ProxyActor")
 
@@ -79,3 +83,28 @@ def serve_cpu_s() -> dict[str, float]:
 
 def app_replicas(mem: list[ProcessMemory], app: str) -> list[ProcessMemory]:
     return [m for m in mem if m.actor.startswith(f"ServeReplica:{app}:")]
+
+
+class Sampler(Generic[T]):
+    """Calls `read()` every `period_s` on a thread while in its `with` block; `samples` holds
+    (unix time, reading). E.g. `Sampler(serve_cpu_s, 0.5)` or a memory reading."""
+
+    def __init__(self, read: Callable[[], T], period_s: float) -> None:
+        self.read = read
+        self.period_s = period_s
+        self.samples: list[tuple[float, T]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.time(), self.read()))
+            self._stop.wait(self.period_s)
+
+    def __enter__(self) -> Sampler[T]:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -17,7 +17,6 @@ import asyncio
 import base64
 import io
 import json
-import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -28,7 +27,6 @@ import numpy as np
 
 from bench.core.answers import REFUSAL_STATUSES, error_type
 from bench.core.client import REQUEST_START, request_start_value, retry_after_s
-from bench.core.probe import serve_cpu_s
 
 KINDS = ("blank", "noisy")
 SIDE = 1024
@@ -157,26 +155,3 @@ async def run_jobs(plan: JobPlan, start_s: float) -> tuple[list[JobRecord], JobR
             job_client(session, plan.url, plan.body, plan.items, c, until,
                        plan.honour_retry_after) for c in range(plan.clients)))
         return [r for recs in per_client for r in recs], await over
-
-
-class CpuSampler:
-    """Samples `serve_cpu_s()` (CPU seconds per Serve process) every `period_s` on a thread."""
-
-    def __init__(self, period_s: float) -> None:
-        self.period_s = period_s
-        self.samples: list[tuple[float, dict[str, float]]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.samples.append((time.time(), serve_cpu_s()))
-            self._stop.wait(self.period_s)
-
-    def __enter__(self) -> CpuSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()

@@ -28,10 +28,11 @@ from typing import Any
 from app.sim.traces.spec import TraceSpec
 from bench.core import serve as lb
 from bench.core.client import LoadgenConfig, Payload, payloads_from_model, run_load_async
+from bench.core.probe import Sampler, serve_cpu_s
 from bench.core.run_report import write_json
 from bench.experiments.adaptive_vs_static.settings import LocalServe
 from bench.experiments.single_request.run import code_version
-from bench.workloads.huge_jobs import CpuSampler, JobPlan, JobRecord, job_body, job_images, run_jobs
+from bench.workloads.huge_jobs import JobPlan, JobRecord, job_body, job_images, run_jobs
 
 log = logging.getLogger(__name__)
 ROUTE_MARGIN_S = 1.0  # the ingress waits deadline + grace + this for a job's answer
@@ -185,7 +186,7 @@ def run_huge_jobs(s: HugeJobsSettings) -> dict[str, Any]:
 
         payloads = _payloads(s, lim, str(load_config(args).paths.models_dir))
         time.sleep(s.settle_s)
-        with CpuSampler(s.sample_s) as sampler:
+        with Sampler(serve_cpu_s, s.sample_s) as sampler:
             out["phases"] = asyncio.run(run_phases(s, lim, phases, payloads, t0))
         out["cpu_samples"] = sampler.samples
         out["loadavg_1min_after_run"] = os.getloadavg()[0]

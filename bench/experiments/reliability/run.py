@@ -28,14 +28,13 @@ import asyncio
 import json
 import logging
 import os
-import threading
 import time
 from typing import Any
 
 from app.sim.traces.spec import TraceSpec
 from bench.core import serve as lb
 from bench.core.client import LoadgenConfig, Payload, payloads_from_model
-from bench.core.probe import serve_memory
+from bench.core.probe import Sampler, serve_memory
 from bench.experiments.reliability.phases import PhaseContext, run_phase, runner, soak_family
 from bench.experiments.reliability.settings import ALL_PHASES, PHASES, ReliabilitySettings
 from bench.experiments.reliability.stats import rss_groups
@@ -45,33 +44,11 @@ from bench.workloads.hostile_clients import raise_fd_limit, send_malformed
 
 __all__ = ["PHASES", "ALL_PHASES", "ReliabilitySettings", "run_reliability"]
 log = logging.getLogger(__name__)
-class MemSampler:
-    """Samples the RSS (MiB) of the proxy, the ingress and each classifier deployment every
-    `period_s` on a thread."""
-
-    def __init__(self, period_s: float) -> None:
-        self.period_s = period_s
-        self.samples: list[tuple[float, dict[str, float]]] = []
-        self.loadavg: list[tuple[float, float]] = []  # the machine's 1-minute load average
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            rss: dict[str, float] = {}
-            for m in serve_memory():
-                rss[f"{m.actor}#{m.pid}"] = m.rss_mib
-            self.samples.append((time.time(), rss_groups(rss)))
-            self.loadavg.append((time.time(), os.getloadavg()[0]))
-            self._stop.wait(self.period_s)
-
-    def __enter__(self) -> MemSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+def memory_and_load() -> tuple[dict[str, float], float]:
+    """The RSS (MiB) of the proxy, the ingress and each classifier deployment, and the
+    machine's 1-minute load average."""
+    rss = {f"{m.actor}#{m.pid}": m.rss_mib for m in serve_memory()}
+    return rss_groups(rss), os.getloadavg()[0]
 
 
 async def run_phases(c: PhaseContext) -> dict[str, Any]:
@@ -145,10 +122,10 @@ def run_reliability(s: ReliabilitySettings) -> dict[str, Any]:
                     for f in _payload_families(s)}
         time.sleep(s.settle_s)
         ctx = PhaseContext(s, slo_ms, payloads, read_timeout_s)
-        with MemSampler(s.sample_s) as sampler:
+        with Sampler(memory_and_load, s.sample_s) as sampler:
             out.update(asyncio.run(run_phases(ctx)))
-        out["rss_samples"] = sampler.samples
-        out["loadavg_samples"] = sampler.loadavg
+        out["rss_samples"] = [(t, rss) for t, (rss, _) in sampler.samples]
+        out["loadavg_samples"] = [(t, load) for t, (_, load) in sampler.samples]
         out["loadavg_1min_after_run"] = os.getloadavg()[0]
     finally:
         lb.stop_ray()

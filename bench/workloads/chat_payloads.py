@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.workloads.chat import ExamplePool, GenRequest, ModelShape
+from app.sim.traces.chat_spec import ContextShape
+from bench.workloads.chat import ExamplePool, GenRequest
 from deployments.ingress.chat.schemas import TTFT_HEADER
 
 
@@ -26,7 +27,7 @@ class ModelSetup:
     tokens_per_image: int
     max_images: int
     pool: ExamplePool
-    shape: ModelShape
+    shape: ContextShape
 
 
 def trained_model_dir(models_dir: Path) -> Path:
@@ -60,7 +61,7 @@ def example_pool() -> ExamplePool:
     return ExamplePool(_digit_words(), facts, QUESTIONS["digit"], QUESTIONS["sequence"])
 
 
-def model_shape(model_dir: Path, pool: ExamplePool, context_len: int) -> ModelShape:
+def model_shape(model_dir: Path, pool: ExamplePool, context_len: int) -> ContextShape:
     """Upper bounds, counted with the model's tokenizer and chat template: a one-turn prompt
     without images, the prompt cost of one image (its image tokens and the template's words
     around it) and of one earlier (question, answer) turn."""
@@ -80,7 +81,7 @@ def model_shape(model_dir: Path, pool: ExamplePool, context_len: int) -> ModelSh
     last = _user("x", 0)
     turn = max(count([{"role": "user", "content": q}, {"role": "assistant", "content": a},
                       *last]) for q, a in pool.facts) - count(last)
-    return ModelShape(context_len, image_cost, base, turn)
+    return ContextShape(context_len, image_cost, base, turn)
 
 
 def _user(text: str, num_images: int) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ import pytest
 from app.sim.generation.autoscale import Autoscaling, Capacities, PolicyTiming
 from app.sim.generation.requests import GenRequest
 from app.sim.generation.sim import LOST, simulate
+from app.sim.traces.chat_spec import ChatTrafficSpec, ContextShape
 from bench.experiments.fidelity.burst_replay import (
     LiveMeteredSim,
     ServeAutoscaler,
@@ -40,7 +41,7 @@ from bench.experiments.fidelity.live_path import (
     simulate_live,
     spread_draws,
 )
-from bench.workloads.chat import ExamplePool, ModelShape, WorkloadSpec, make_workload
+from bench.workloads.chat import ExamplePool, make_workload
 from policies.autoscaling import ENCODER, LLM, AppScalingSettings, ScalingSettings
 from tests.helpers.generation_toys import disagg, mono, prefill, toy
 
@@ -52,8 +53,8 @@ SHAPE = PromptShape(base_tokens=12, turn_tokens=14, image_prompt_tokens=17, imag
 def bench_workload(rate: float, duration_s: float = 200.0) -> list:  # type: ignore[type-arg]
     pool = ExamplePool(tuple(f"w{i}" for i in range(360)),
                        tuple((f"q{i}", f"a{i}") for i in range(92)))
-    spec = WorkloadSpec(rate, duration_s, seed=3)
-    return make_workload(spec, ModelShape(256, 18, 12, 14), pool)
+    spec = ChatTrafficSpec(rate, duration_s, seed=3)
+    return make_workload(spec, ContextShape(256, 18, 12, 14), pool)
 
 
 def test_rebuilt_workload_keeps_the_live_rate_image_share_and_image_counts() -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pytest
 from aiohttp import web
 
+from app.sim.traces.chat_spec import ChatTrafficSpec, ContextShape, burst_windows, image_count_probs
 from bench.core.stream_client import Prepared, StreamState, open_loop
 from bench.experiments.generation_systems.metrics import (
     RunStats,
@@ -21,31 +22,24 @@ from bench.experiments.generation_systems.metrics import (
     run_stats,
 )
 from bench.experiments.generation_systems.serve_floor import ANSWER, FLOOR_KINDS, build, sse_chunks
-from bench.workloads.chat import (
-    ExamplePool,
-    ModelShape,
-    WorkloadSpec,
-    burst_windows,
-    image_count_probs,
-    make_workload,
-)
+from bench.workloads.chat import ExamplePool, make_workload
 from tests.helpers.local_http import serve_posts
 
 WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 POOL = ExamplePool(tuple(WORDS[i % 10] for i in range(300)),
                    tuple((f"what is {a} plus {b}?", f"{a + b}") for a in range(5)
                          for b in range(5)))
-SHAPE = ModelShape(context_len=256, tokens_per_image=18, base_prompt_tokens=12, turn_tokens=11)
+SHAPE = ContextShape(context_len=256, tokens_per_image=18, base_prompt_tokens=12, turn_tokens=11)
 
 
-def _long(**kw: object) -> WorkloadSpec:
-    return WorkloadSpec(**{"rate_rps": 20.0, "duration_s": 600.0, "seed": 3, **kw})  # type: ignore[arg-type]
+def _long(**kw: object) -> ChatTrafficSpec:
+    return ChatTrafficSpec(**{"rate_rps": 20.0, "duration_s": 600.0, "seed": 3, **kw})  # type: ignore[arg-type]
 
 
 def test_same_seed_same_requests_other_seed_others() -> None:
-    spec = WorkloadSpec(5.0, 30.0, seed=1)
+    spec = ChatTrafficSpec(5.0, 30.0, seed=1)
     assert make_workload(spec, SHAPE, POOL) == make_workload(spec, SHAPE, POOL)
-    assert make_workload(spec, SHAPE, POOL) != make_workload(WorkloadSpec(5.0, 30.0, seed=2),
+    assert make_workload(spec, SHAPE, POOL) != make_workload(ChatTrafficSpec(5.0, 30.0, seed=2),
                                                              SHAPE, POOL)
 
 
@@ -93,7 +87,7 @@ def test_image_bursts_raise_the_image_rate_not_the_text_rate() -> None:
 
 
 def test_every_request_carries_its_expected_answer() -> None:
-    reqs = make_workload(WorkloadSpec(5.0, 60.0, seed=4), SHAPE, POOL)
+    reqs = make_workload(ChatTrafficSpec(5.0, 60.0, seed=4), SHAPE, POOL)
     assert [r.arrival_s for r in reqs] == sorted(r.arrival_s for r in reqs)
     for r in reqs:
         if r.task == "arithmetic":
@@ -108,9 +102,9 @@ def test_every_request_carries_its_expected_answer() -> None:
 
 def test_impossible_workloads_are_refused() -> None:
     with pytest.raises(ValueError, match="mean rate"):
-        WorkloadSpec(1.0, 1.0, burst_factor=8.0, burst_fraction=0.2)
+        ChatTrafficSpec(1.0, 1.0, burst_factor=8.0, burst_fraction=0.2)
     with pytest.raises(ValueError, match="fit the context"):
-        make_workload(WorkloadSpec(1.0, 10.0), ModelShape(100, 16, 10, 10), POOL)
+        make_workload(ChatTrafficSpec(1.0, 10.0), ContextShape(100, 16, 10, 10), POOL)
 
 
 def test_stream_state_reads_chunks_usage_done_and_errors() -> None:

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.core.result import read_result
+
 ROOT = Path(__file__).resolve().parents[2]
 BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
@@ -80,7 +82,8 @@ def load_files(spec: str, root: Path = ROOT) -> list[object]:
                         raise FigureError(f"no member {member} in {archive}")
                     out.append(json.load(f))
             else:
-                out.append(json.loads(Path(path).read_text()))
+                # an experiment's Result: its figures are its data (a bare record: itself)
+                out.append(read_result(Path(path))["data"])
     return out
 
 

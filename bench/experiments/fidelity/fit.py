@@ -44,7 +44,7 @@ def sim_config(system: str, settings: dict[str, Any], slo_ms: float | None = Non
 
 
 def prompt_shape(model_shape: dict[str, Any], profiles: Any) -> Any:
-    """The live prompt's token counts (the benchmark's ModelShape: its tokens_per_image is an
+    """The live prompt's token counts (the benchmark's ContextShape: its tokens_per_image is an
     upper bound, one more than the template adds: checked against the records in the tests)."""
     from bench.experiments.fidelity.live_path import PromptShape
 
@@ -69,12 +69,13 @@ def live_ttft(records: list[dict[str, Any]]) -> list[float]:
 def workload_check(run: dict[str, Any], rate: float, records: list[dict[str, Any]],
                    pool: Any) -> bool:
     """The benchmark's workload rebuilt from its settings is the one the records were sent."""
-    from bench.workloads.chat import ModelShape, WorkloadSpec, make_workload
+    from app.sim.traces.chat_spec import ChatTrafficSpec, ContextShape
+    from bench.workloads.chat import make_workload
 
     s = run["settings"]
-    spec = replace(WorkloadSpec(**s["workload"]), rate_rps=rate, duration_s=s["duration_s"],
+    spec = replace(ChatTrafficSpec(**s["workload"]), rate_rps=rate, duration_s=s["duration_s"],
                    seed=s["seed"])
-    reqs = make_workload(spec, ModelShape(**run["model_shape"]), pool)
+    reqs = make_workload(spec, ContextShape(**run["model_shape"]), pool)
     return len(reqs) == len(records) and all(
         abs(a.arrival_s - b["scheduled_s"]) < 1e-9 and a.num_images == b["num_images"]
         and len(a.history) == b["history_turns"] for a, b in zip(reqs, records, strict=True))

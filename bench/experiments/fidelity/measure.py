@@ -140,14 +140,14 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def measure(a: argparse.Namespace) -> int:
+    from app.sim.traces.chat_spec import ChatTrafficSpec
     from bench.experiments.generation_systems.run import GenBenchSettings
     from bench.experiments.single_request.run import code_version
-    from bench.workloads.chat import WorkloadSpec
     from bench.workloads.chat_payloads import ImageUrls, image_size_px, model_setup
 
     run = Run()
     base = read_result(a.like)["data"]["settings"]  # the benchmark's own settings
-    workload = WorkloadSpec(**base["workload"])
+    workload = ChatTrafficSpec(**base["workload"])
     s = GenBenchSettings(tuple(a.systems), tuple(a.rates), a.duration_s, base["slo_ms"],
                          base["seed"], workload, a.base_port, Path(base["models_dir"]), None,
                          Path(base["config"]), base["num_cpus"], base["encoder_replicas"],

@@ -33,10 +33,10 @@ import logging
 import sys
 from pathlib import Path
 
+from app.sim.traces.chat_spec import ChatTrafficSpec
 from bench.core.cli import experiment_parser
 from bench.experiments.generation_systems.run import GenBenchSettings
 from bench.experiments.generation_systems.systems import ALL_SYSTEMS, SYSTEMS
-from bench.workloads.chat import WorkloadSpec
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,7 +81,7 @@ def parse(argv: list[str] | None = None) -> tuple[GenBenchSettings, Path, Path]:
         rates, duration = (a.quick_rate,), 15.0
         if a.out == Path("docs/data_generation.json"):
             out, png = a.results / "quick.json", a.results / "quick.png"
-    workload = WorkloadSpec(1.0, 1.0, a.seed, a.image_share, 8, 1.5, a.burst_factor,
+    workload = ChatTrafficSpec(1.0, 1.0, a.seed, a.image_share, 8, 1.5, a.burst_factor,
                             a.burst_fraction, a.burst_s, a.history_max_turns, 1.5, a.max_tokens)
     s = GenBenchSettings(tuple(a.systems), rates, duration, a.slo_ms, a.seed, workload,
                          a.base_port, a.models_dir, a.model_dir, a.config, a.num_cpus,

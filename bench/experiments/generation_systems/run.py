@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from app.sim.traces.chat_spec import ChatTrafficSpec
 from bench.core import http
 from bench.core.stream_client import GenRecord, Prepared, run_open_loop, run_sequential
 from bench.experiments.generation_systems.metrics import (
@@ -32,7 +33,7 @@ from bench.experiments.generation_systems.systems import (
     stop,
 )
 from bench.experiments.single_request.run import code_version
-from bench.workloads.chat import GenRequest, WorkloadSpec, describe, make_workload
+from bench.workloads.chat import GenRequest, describe, make_workload
 from bench.workloads.chat_payloads import (
     ImageUrls,
     ModelSetup,
@@ -52,7 +53,7 @@ class GenBenchSettings:
     duration_s: float = 45.0  # each rate
     slo_ms: float = 1000.0  # TTFT SLO, the same for every system
     seed: int = 0
-    workload: WorkloadSpec = field(default_factory=lambda: WorkloadSpec(1.0, 1.0))
+    workload: ChatTrafficSpec = field(default_factory=lambda: ChatTrafficSpec(1.0, 1.0))
     base_port: int = 8300
     models_dir: Path = Path(".cache/models")
     model_dir: Path | None = None  # None: the shipped VLM (trained; never trained here)

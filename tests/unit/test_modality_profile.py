@@ -88,15 +88,17 @@ def test_suite_runs_on_a_profile_json(tmp_path: Path) -> None:
 
 def test_cli_mosel_with_profile_writes_table_json_png(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from app.cli.main import main
+    from bench.__main__ import main
+    from bench.core.result import read_result
 
     path = tmp_path / "fusion.json"
     path.write_text(json.dumps(hand_built().to_dict()))
     out = tmp_path / "out"
-    assert main(["simulate", "--experiment", "mosel", "--profile", str(path), "--num-seeds", "1",
-                 "--out", str(out)]) == 0
+    assert main(["mosel", "--profile", str(path), "--seeds", "0", "--replan-jobs", "5",
+                 "--replan-trials", "5", "--gekko-sizes", "2", "--gekko-levels", "2",
+                 "--out", str(out / "mosel.json")]) == 0
     printed = capsys.readouterr().out
     assert "optimized-violator-drop" in printed and "x none" in printed
-    suite = json.loads((out / "mosel.json").read_text())
+    suite = read_result(out / "mosel.json")["data"]
     assert list(suite["experiments"]) == [str(path)]
     assert (out / "mosel.png").read_bytes()[:8] == PNG_SIGNATURE

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from app.cli.main import main
 from app.sim.otas.experiment import run_otas_experiment, token_profile_from_profile
 from app.sim.otas.profile import figure4_profile, table_i_efficiency, throughput_qps
 from app.sim.otas.trace import PAPER_LEVEL_SKEW, rate_per_second
+from bench.__main__ import main
+from bench.core.result import read_result
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.types import Variant
 
@@ -74,10 +75,11 @@ def test_paper_trace_is_mostly_low_with_bursts() -> None:
 
 
 def test_cli_otas_writes_table_json_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["simulate", "--experiment", "otas", "--duration-s", "3",
-                 "--out", str(tmp_path)]) == 0
+    assert main(["otas", "--duration-s", "3", "--trials", "5",
+                 "--out", str(tmp_path / "otas.json")]) == 0
     out = capsys.readouterr().out
     assert "otas-alg2" in out and "best fixed" in out
-    report = json.loads((tmp_path / "otas.json").read_text())
-    assert report["config"]["setup"] == "paper"
+    result = read_result(tmp_path / "otas.json")
+    assert result["header"]["cores"] >= 1 and result["settings"]["duration_s"] == 3
+    assert result["data"]["config"]["setup"] == "paper"
     assert (tmp_path / "otas.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

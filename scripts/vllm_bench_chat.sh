@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # vLLM's own load tool (`vllm bench serve`, OpenAI chat backend, random images) against our chat
-# API, unchanged (issue 12; docs/generation.md "Driven by vLLM's load tool"). Starts the default
+# API, unchanged (docs/generation.md "Driven by vLLM's load tool"). Starts the default
 # app plus the VLM (serve_config.vlm.yaml) on :8000, runs the tool, stops the server by its pid.
 # Usage: scripts/vllm_bench_chat.sh [extra `vllm bench serve` flags]
 set -euo pipefail

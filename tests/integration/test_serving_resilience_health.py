@@ -1,7 +1,7 @@
 """Health that tells the truth: a classifier replica killed under ~40 req/s. While the family has
 no live replica its requests get a fast 503 `unavailable` with Retry-After, /healthz and
 /v1/status say the family is down; once Serve's replacement is up, requests succeed and health
-is up again; every request gets exactly one answer. Prints the figures of issue 11's row (time
+is up again; every request gets exactly one answer. Prints the figures of the reliability row (time
 from the kill to the first fast 503, the 503s' latency at the client, time to recover).
 Runs after test_serving_resilience.py (alphabetical order), on the same server."""
 
@@ -199,7 +199,7 @@ def _check(answers: list[Answer], seen: list[Seen], kill_s: float) -> None:
         "waited_then_503": sum(a.kind == "unavailable" and a.done_s - a.sent_s > FAST_S
                                for a in answers),
     }
-    print(f"\nissue 11 row (classifier killed): {figures}")
+    print(f"\nreliability row (classifier killed): {figures}")
     assert healthz_down and healthz_down[0].healthz_code == 200, seen  # other families serve
     # the fast path, by what happened rather than how fast: every 503 is either the refusal
     # before any call or a waiting call answered when the family fell; once /healthz said

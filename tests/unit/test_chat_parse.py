@@ -1,5 +1,5 @@
 """The chat API's request layer (deployments/ingress/chat/parse.py and its parts): every bad
-input of issue 12's list is refused with its status and a message naming the problem; good
+input of the chat API's list of bad inputs is refused with its status and a message naming the problem; good
 requests keep their images in order and render through the VLM's own chat template."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ TEXT = {"type": "text", "text": "read the digits"}
 PNG = data_url(image_bytes())
 
 
-# ---- issue 12's list of bad inputs ----
+# ---- the list of bad inputs ----
 
 @pytest.mark.parametrize("raw", [b'{"model": "vlm", "messages": [', b"\xff\xfe",
                                  b'{"model": "vlm", "messages": [], "max_tokens": NaN}'])

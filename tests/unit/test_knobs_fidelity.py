@@ -1,4 +1,4 @@
-"""Issue 10's simulator-vs-live figure for the three knobs (bench/experiments/fidelity/knobs.py): the
+"""The simulator-vs-live figure for the three knobs (bench/experiments/fidelity/knobs.py): the
 bench_live commands of each cell, the rows read from a run's checks, the 2-point verdict."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A static configuration runs one variant always, whatever the load:
 
-- `most_accurate` (the default, issue 4's baseline): the family's most accurate variant;
+- `most_accurate` (the default, the live benchmark's baseline): the family's most accurate variant;
 - `all`: every such configuration of the family that meets the accuracy floor (`min_accuracy`,
   MOSEL's accuracy SLO; a variant below it can never meet it): for OTAS every fixed gamma
   (`fixed_gamma`: OTAS's own batching and eviction at one gamma, the paper's baseline); for

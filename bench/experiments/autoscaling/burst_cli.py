@@ -69,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--scale-down-delay-s", type=float, default=d.scale_down_delay_s)
     p.add_argument("--engine", default=d.engine, choices=("vllm", "transformers"))
     p.add_argument("--models-dir", type=Path, default=REPO / ".cache" / "models")
+    p.add_argument("--model-dir", type=Path, default=None,
+                   help="a VLM model directory to serve instead of the trained one in "
+                        "--models-dir (the tests' tiny VLM)")
     p.add_argument("--num-cpus", type=int, default=2)
     p.add_argument("--figure", type=Path, default=REPO / "docs" / "figures" /
                    "autoscale_burst.png")
@@ -85,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     scaling = DemoScaling(encoder_capacity_per_s=a.encoder_capacity,
                           llm_capacity_per_s=a.llm_capacity, encoder_max=a.encoder_max,
                           scale_down_delay_s=a.scale_down_delay_s, engine=a.engine)
-    run = run_demo(spec, scaling, a.config, a.port or free_port(), a.num_cpus, a.models_dir)
+    run = run_demo(spec, scaling, a.config, a.port or free_port(), a.num_cpus, a.models_dir,
+                   model_dir=a.model_dir)
     rows = rep.series(run.samples, spec)
     sent = rep.sent_load(run.records, spec, TOKENS_PER_IMAGE)
     checks = rep.checks(rows, run.records, run.answered_by_server)

@@ -53,10 +53,12 @@ def _client(url: str, prepared: list[Any], slo_ms: float, t_start: float) -> lis
 
 def run_demo(spec: ab.BurstSpec, scaling: ab.DemoScaling, config_path: Path, port: int,
              num_cpus: int, models_dir: Path, deploy_timeout_s: float = 600.0,
-             after_s: float = 5.0) -> DemoRun:
+             after_s: float = 5.0, model_dir: Path | None = None) -> DemoRun:
     from bench.core.serve import start_ray, stop_ray
 
-    setup = model_setup(models_dir)  # errors (no trained VLM) before Ray starts
+    # the trained VLM in models_dir unless model_dir names another (the tests' tiny VLM); errors
+    # (no trained VLM) before Ray starts
+    setup = model_setup(models_dir, model_dir)
     if scaling.llm_capacity_per_s is None:
         from profiling.paths import DEFAULT_PROFILES_DIR, REPO_ROOT, stage_profile_file
 

@@ -1,4 +1,4 @@
-"""The simulator against the live server for the three knobs (issue 10's figure): model
+"""The simulator against the live server for the three knobs: model
 selection (RAMSIS, `family`), token adaptation (OTAS, `vit`) and modality selection (MOSEL,
 `fusion`), single requests at 1x and 2x the best static configuration's live capacity, on two
 machine states (quiet; one busy-loop neighbour). Each cell is one `python -m bench adaptive-vs-static` run

@@ -1,6 +1,6 @@
 """The live generation path around the simulator: what a request costs on this machine beyond
 the stage profiles, as parameters measured on the live system, and the simulator run with them
-(issue 13, "Fidelity"; python -m bench fidelity-generation, docs/sim_generation.md).
+("Fidelity"; python -m bench fidelity-generation, docs/sim_generation.md).
 
 The stage profiles time the encoder and the vLLM engine alone. A live request also pays its path:
 the Serve proxy, the ingress (strict JSON, chat template, tokenizer, the PNG data URLs), a Serve

@@ -1,4 +1,4 @@
-"""Issue 10's "six huge jobs at once" figure in one run (python -m bench huge-jobs parses the
+"""The "six huge jobs at once" figure in one run (python -m bench huge-jobs parses the
 options; the figures are bench/experiments/huge_jobs/report.py).
 
 On a private local Ray Serve (its own HTTP port; `serve_config.yaml`), single `/v1/classify`

@@ -4,7 +4,7 @@ from its run; pure but for the plot.
 Times are seconds after the node stop (SIGTERM to its `ray start`). The gap is seen by the
 clients: it starts with the first 5xx answer after the stop and ends with the first 200
 answer to a request sent after that one (the app served again); /healthz's and /v1/status's
-gaps likewise (non-200 or the family not healthy). Targets (issue 11): every request sent has
+gaps likewise (non-200 or the family not healthy). Targets: every request sent has
 exactly one HTTP answer (no other request's id echoed; connection errors and client timeouts
 counted apart, and 0), no 5xx but 503, and the refusals while the family is down are fast
 (p99 < FAST_MS). The requests that were waiting in an ingress when the family's last replica

@@ -1,4 +1,4 @@
-"""Issue 11's node-loss figure (python -m bench node-loss parses the options; the clients are
+"""The node-loss figure (python -m bench node-loss parses the options; the clients are
 bench/experiments/node_loss/load.py, the figures bench/experiments/node_loss/report.py, the cluster
 bench/core/cluster.py).
 

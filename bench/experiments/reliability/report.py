@@ -4,7 +4,7 @@ run; pure.
 Attainment is of sent (ok within the family's default SLO; a refusal counts as a miss), per
 family, over a phase's single requests. Memory is the RSS of the Serve proxy and of the ingress
 replicas (summed), sampled during each phase; a phase's peak is compared with the quiet
-phase's peak. Targets (issue 11): under slowloris and a 400 MB chunked body, other traffic
+phase's peak. Targets: under slowloris and a 400 MB chunked body, other traffic
 loses at most 5 points of attainment and memory grows at most 10%; the slow clients get 408
 and are closed; the chunked body gets 413 early (before MAX_EARLY_FACTOR x the body limit has
 been sent); the malformed set gets no 5xx and a JSON error for every request. The slow-header

@@ -200,7 +200,7 @@ def kill_controller_rows(f: dict[str, Any], att: dict[str, float | None],
 
 def slow_header_row(f: dict[str, Any]) -> Row:
     codes = ", ".join(f"{k}: {v}" for k, v in f["status_codes"].items()) or "none"
-    return Row("slow_headers: the slow connections", "reported (issue 11 sets none)",
+    return Row("slow_headers: the slow connections", "reported (no target set)",
                f"answers {codes}; closed by the server {f['server_closed']}/{f['clients']}"
                f" (median {_s(f['server_closed_s_median'])}, last "
                f"{_s(f['server_closed_s_max'])}); open when the clients gave up at "

@@ -1,4 +1,4 @@
-"""Issue 11's reliability figures in one run (python -m bench reliability parses the options;
+"""The reliability figures in one run (python -m bench reliability parses the options;
 the phases are bench/experiments/reliability/phases.py, the figures bench/experiments/reliability/report.py,
 the hostile clients bench/workloads/hostile_clients.py, the kills bench/experiments/reliability/kills.py,
 the malformed set bench/workloads/hostile_bodies.py).

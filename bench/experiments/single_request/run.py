@@ -1,4 +1,4 @@
-"""Issue 10's single-request figures in one run (python -m bench single-request parses the options):
+"""The single-request figures in one run (python -m bench single-request parses the options):
 
 1. the app on a private local Ray Serve (its own HTTP port; `serve_config.yaml` with overrides),
    single `/v1/classify` requests to one family at one SLO: a geometric capacity ramp

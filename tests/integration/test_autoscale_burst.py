@@ -6,8 +6,7 @@ The demonstration itself (python -m bench autoscaling-burst) runs in a process o
 its own local Ray deployed from serve_config.vlm.yaml (Serve takes the application-level
 `autoscaling_policy` only from a config, so not on the session's shared app), shortened to fit
 CI: the transformers engine (starts in seconds), a 40 s burst, a 5 s scale-down delay
-(~2.5 minutes with the deploy). It serves the session's `vlm_dir` (tests/conftest.py): the tiny
-VLM in CI (the checks are about scaling and answering, not about the answers)."""
+(~2.5 minutes with the deploy)."""
 
 from __future__ import annotations
 
@@ -19,18 +18,22 @@ from pathlib import Path
 import pytest
 
 from bench.core.result import read_result
+from tests.conftest import vlm_tests_on
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_an_image_burst_scales_the_encoders_not_the_llm(tmp_path: Path, vlm_dir: Path) -> None:
+def test_an_image_burst_scales_the_encoders_not_the_llm(tmp_path: Path) -> None:
+    why = vlm_tests_on()
+    if why is not None:
+        pytest.skip(why)
     out = tmp_path / "burst.json"
     cmd = [sys.executable, "-m", "bench", "autoscaling-burst",
            "--engine", "transformers", "--warm-s", "5", "--burst-s", "40", "--quiet-s", "30",
            "--text-rps", "1.5", "--burst-rps", "2.5", "--scale-down-delay-s", "5",
-           "--llm-capacity", "5000", "--model-dir", str(vlm_dir), "--out", str(out),
-           "--figure", str(tmp_path / "b.png"), "--history-out", str(tmp_path / "history.json")]
+           "--llm-capacity", "5000", "--out", str(out), "--figure", str(tmp_path / "b.png"),
+           "--history-out", str(tmp_path / "history.json")]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert out.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]

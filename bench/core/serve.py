@@ -103,6 +103,13 @@ def delete(name: str) -> None:
     serve.delete(name)
 
 
+def deploy_app(args: dict[str, Any], base_url: str) -> float:
+    """(Re)deploy the app under "/" and wait for /healthz; returns seconds taken."""
+    from app.builder import build_app
+
+    return deploy(build_app(args), APP_NAME, "/", base_url + "/healthz")
+
+
 @dataclass(frozen=True)
 class CapacityEstimate:
     variant: str

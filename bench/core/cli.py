@@ -9,6 +9,7 @@ uses. `--repeats` is the dispatcher's (`python -m bench`), not the experiment's.
 from __future__ import annotations
 
 import argparse
+import logging
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -60,3 +61,10 @@ def _plain(v: Any) -> Any:
     if is_dataclass(v) and not isinstance(v, type):
         return _plain(asdict(v))
     return str(v)
+
+
+def log_progress(timestamps: bool = False) -> None:
+    """Warnings from everything, the benchmark's own progress lines (logger "bench") at INFO."""
+    logging.basicConfig(level=logging.WARNING,
+                        format="%(asctime)s %(message)s" if timestamps else "%(message)s")
+    logging.getLogger("bench").setLevel(logging.INFO)

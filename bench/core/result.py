@@ -80,6 +80,14 @@ class Run:
         out.write_text(json.dumps(_finite(result), indent=1) + "\n")
         return result
 
+    def finish(self, out: Path, data: Any, *, settings: dict[str, Any],
+               checks: list[Check], also: tuple[Path, ...] = ()) -> int:
+        """Write the Result, say where it (and `also`, files written beside it) went, and return
+        the experiment's exit status: 0, or 1 when a judged check failed."""
+        self.write(out, data, settings=settings, checks=checks)
+        print("wrote " + ", ".join(str(p) for p in (out, *also)))
+        return 0 if all_ok(checks) else 1
+
 
 def _finite(obj: Any) -> Any:
     if isinstance(obj, float):

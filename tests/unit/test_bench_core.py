@@ -81,3 +81,15 @@ def test_unknown_experiment_is_refused_with_the_list(capsys: pytest.CaptureFixtu
     with pytest.raises(SystemExit):
         main(["no-such-experiment"])
     assert "adaptive-vs-static" in capsys.readouterr().err
+
+
+def test_finish_writes_and_says_whether_every_judged_check_held(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = Run()
+    ok = run.finish(tmp_path / "a.json", {"x": 1}, settings={},
+                    checks=[Check("c", 1, True, True), Check("d", None, True, None)])
+    bad = run.finish(tmp_path / "b.json", {"x": 1}, settings={},
+                     checks=[Check("c", 0, True, False)], also=(tmp_path / "b.png",))
+    assert (ok, bad) == (0, 1)
+    assert read_result(tmp_path / "b.json")["checks"][0]["ok"] is False
+    assert f"wrote {tmp_path / 'b.json'}, {tmp_path / 'b.png'}" in capsys.readouterr().out

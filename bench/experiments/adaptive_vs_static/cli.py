@@ -23,12 +23,11 @@ requests >= 95%, overhead ratio <= 1.3, memory <= 6 GiB, the simulator within 2 
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 from typing import Any
 
-from bench.core.cli import experiment_parser, settings_of
+from bench.core.cli import experiment_parser, log_progress, settings_of
 from bench.core.result import Check, Run, all_ok
 from bench.core.run_report import clean
 from bench.experiments.adaptive_vs_static.knob_metrics import parse_utilities
@@ -102,8 +101,7 @@ def result_checks(checks: dict[str, Any]) -> list[Check]:
 def main(argv: list[str] | None = None) -> int:
     settings = parse(argv)
     run = Run()
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    logging.getLogger("bench").setLevel(logging.INFO)  # the phases' progress lines
+    log_progress()
     if settings.resim is not None:
         from bench.experiments.adaptive_vs_static.resim import resim
 

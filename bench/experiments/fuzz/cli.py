@@ -14,10 +14,9 @@ The run is bench/experiments/fuzz/run.py.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
-from bench.core.cli import experiment_parser, settings_of
+from bench.core.cli import experiment_parser, log_progress, settings_of
 from bench.core.http import free_port
 from bench.core.result import Run, all_ok, checks_from_flags
 from bench.experiments.fuzz.run import FuzzSettings, run_fuzz
@@ -39,8 +38,7 @@ def parse(argv: list[str] | None = None) -> tuple[FuzzSettings, Path]:
 
 def main(argv: list[str] | None = None) -> int:
     settings, out = parse(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    logging.getLogger("bench").setLevel(logging.INFO)
+    log_progress()
     run = Run()
     status = run_fuzz(settings)
     checks = checks_from_flags({"no_failed_check": status == 0})

@@ -29,12 +29,11 @@ accuracy under load), each met, missed or not judged.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
 from app.sim.traces.chat_spec import ChatTrafficSpec
-from bench.core.cli import experiment_parser
+from bench.core.cli import experiment_parser, log_progress
 from bench.experiments.generation_systems.run import GenBenchSettings
 from bench.experiments.generation_systems.systems import ALL_SYSTEMS, SYSTEMS
 
@@ -94,10 +93,9 @@ def parse(argv: list[str] | None = None) -> tuple[GenBenchSettings, Path, Path]:
 
 def main(argv: list[str] | None = None) -> int:
     settings, out_path, png = parse(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
-    logging.getLogger("bench").setLevel(logging.INFO)
+    log_progress(timestamps=True)
     from bench.core.cli import settings_of
-    from bench.core.result import Check, Run, all_ok, checks_from_flags
+    from bench.core.result import Check, Run, checks_from_flags
     from bench.core.run_report import clean
     from bench.experiments.generation_systems.report import plot, report
     from bench.experiments.generation_systems.run import run_bench
@@ -108,9 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = [n for n, v in out["systems"].items() if v.get("failed")]
     checks = [Check("systems_failed", failed, [], not failed),
               *checks_from_flags((out.get("checks") or {}).get("pass", {}))]
-    run.write(out_path, clean(out), settings={**settings_of(settings),
-                                              "out": str(out_path), "png": str(png)},
-              checks=checks)
+    code = run.finish(out_path, clean(out), checks=checks, also=(png,), settings={
+        **settings_of(settings), "out": str(out_path), "png": str(png)})
     plot(out, png)
-    print(f"wrote {out_path} and {png}")
-    return 0 if all_ok(checks) else 1
+    return code

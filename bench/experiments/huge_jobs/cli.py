@@ -16,11 +16,10 @@ run is bench/experiments/huge_jobs/run.py; the figures bench/experiments/huge_jo
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 
-from bench.core.cli import experiment_parser
+from bench.core.cli import experiment_parser, log_progress
 from bench.experiments.huge_jobs.run import HugeJobsSettings
 
 
@@ -56,10 +55,9 @@ def parse(argv: list[str] | None = None) -> tuple[HugeJobsSettings, Path, Path]:
 
 def main(argv: list[str] | None = None) -> int:
     settings, out_path, png = parse(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    logging.getLogger("bench").setLevel(logging.INFO)
+    log_progress()
     from bench.core.cli import settings_of
-    from bench.core.result import Run, all_ok, checks_from_flags
+    from bench.core.result import Run, checks_from_flags
     from bench.core.run_report import clean
     from bench.experiments.huge_jobs.report import figures, plot, table
     from bench.experiments.huge_jobs.run import run_huge_jobs, split_records
@@ -73,9 +71,7 @@ def main(argv: list[str] | None = None) -> int:
           f"run {slim['wall_s']:.0f} s, loadavg {slim['loadavg_1min_after_run']:.1f}")
     print(table(fig))
     checks = checks_from_flags(fig["checks"])
-    run.write(out_path, clean(slim), settings={**settings_of(settings),
-                                               "out": str(out_path), "png": str(png)},
-              checks=checks)
+    code = run.finish(out_path, clean(slim), checks=checks, also=(png, settings.records),
+                      settings={**settings_of(settings), "out": str(out_path), "png": str(png)})
     plot(fig, f"six huge jobs at once to {settings.job_family} ({slim['commit']})", png)
-    print(f"wrote {out_path}, {png} and {settings.records}")
-    return 0 if all_ok(checks) else 1
+    return code

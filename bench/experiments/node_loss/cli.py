@@ -18,12 +18,11 @@ bench/experiments/node_loss/report.py; the cluster bench/core/cluster.py.
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 from typing import Any
 
-from bench.core.cli import experiment_parser
+from bench.core.cli import experiment_parser, log_progress
 from bench.core.result import Check
 from bench.experiments.node_loss.run import STOPS, NodeLossSettings
 
@@ -77,10 +76,9 @@ def result_checks(fig: dict[str, Any], out: dict[str, Any], fast_ms: float) -> l
 
 def main(argv: list[str] | None = None) -> int:
     settings, out_path, png = parse(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
-    logging.getLogger("bench").setLevel(logging.INFO)
+    log_progress(timestamps=True)
     from bench.core.cli import settings_of
-    from bench.core.result import Run, all_ok
+    from bench.core.result import Run
     from bench.core.run_report import clean
     from bench.experiments.node_loss.report import FAST_MS, figures, plot, rows, table
     from bench.experiments.node_loss.run import run_node_loss
@@ -100,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
           f"(before: {out['placement_before']}; after: {out['placement_after']})")
     print(table(rs))
     checks = result_checks(fig, out, FAST_MS)
-    run.write(out_path, clean({**out, "figures": fig, "rows": rs}), settings=given, checks=checks)
+    code = run.finish(out_path, clean({**out, "figures": fig, "rows": rs}), settings=given,
+                      checks=checks, also=(png,))
     plot(out, png)
-    print(f"wrote {out_path} and {png}")
-    return 0 if all_ok(checks) else 1
+    return code

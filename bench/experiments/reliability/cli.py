@@ -25,11 +25,10 @@ The run is bench/experiments/reliability/run.py; the figures bench/experiments/r
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from pathlib import Path
 
-from bench.core.cli import experiment_parser
+from bench.core.cli import experiment_parser, log_progress
 from bench.experiments.reliability.settings import (
     ALL_PHASES,
     FRONT_FIGURES,
@@ -101,8 +100,7 @@ def parse(argv: list[str] | None = None) -> tuple[ReliabilitySettings, Path, Pat
 
 def main(argv: list[str] | None = None) -> int:
     settings, out_path, records, from_records = parse(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    logging.getLogger("bench").setLevel(logging.INFO)
+    log_progress()
     from bench.core.cli import settings_of
     from bench.core.result import Check, Run, all_ok
     from bench.core.run_report import clean, write_json

@@ -20,12 +20,11 @@ p99 < 20 ms, simulator gap <= 2 points, capacity >= 2x --baseline's (report/TARG
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 from typing import Any
 
-from bench.core.cli import experiment_parser
+from bench.core.cli import experiment_parser, log_progress
 from bench.core.result import Check
 from bench.experiments.single_request.metrics import RampRule
 from bench.experiments.single_request.run import FrontSettings
@@ -95,10 +94,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return resim_main(args)
     settings, out_path, png = parse(args)
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    logging.getLogger("bench").setLevel(logging.INFO)  # the runs' progress lines
+    log_progress()
     from bench.core.cli import settings_of
-    from bench.core.result import Run, all_ok
+    from bench.core.result import Run
     from bench.core.run_report import clean
     from bench.experiments.single_request.report import plot, report
     from bench.experiments.single_request.run import run_front
@@ -107,9 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     out = run_front(settings)
     print(report(out))
     checks = result_checks(out["checks"])
-    run.write(out_path, clean(out), settings={**settings_of(settings),
-                                              "out": str(out_path), "png": str(png)},
-              checks=checks)
+    code = run.finish(out_path, clean(out), checks=checks, also=(png,), settings={
+        **settings_of(settings), "out": str(out_path), "png": str(png)})
     plot(out, png)
-    print(f"wrote {out_path} and {png}")
-    return 0 if all_ok(checks) else 1
+    return code

@@ -50,5 +50,6 @@ def test_request_already_past_its_deadline_is_refused_at_once(server: Server, ex
 
 def test_unbelievable_request_start_is_ignored(server: Server, examples) -> None:
     r = post_sent_at(server, body(examples, 5000.0), time.time() + 3600)
-    assert r.status_code == 200 and r.json()["latency_ms"] < 5000
+    # counted from its arrival, not from an hour ahead (which would make it negative)
+    assert r.status_code == 200 and r.json()["latency_ms"] >= 0, r.text
     assert 'adaptserve_request_start_ignored_total{reason="future"}' in server.get("/metrics").text

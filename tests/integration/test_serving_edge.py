@@ -5,7 +5,7 @@ ADAPTSERVE_EDGE must be in the environment before the proxy starts, edge_server.
   /metrics and /docs protected;
 - a chunked body over the limit -> 413 while it streams, long before the client has sent it;
 - a stalled body -> 408 after body_read_timeout_s; 40 stalled bodies hold no ingress slot
-  (the ingress takes 8 + 4 queued here), so /healthz and a classification still answer at once;
+  (the ingress takes 8 + 4 queued here), so /healthz and a classification still answer 200;
 - headers never finished -> 408 header_timeout and closed after header_read_timeout_s (in
   uvicorn's protocol, header_timeout.py), while another connection is served;
 - strict JSON: NaN, 1e400, deep nesting, a 5,000-digit number -> 400, "100" as latency_ms ->
@@ -206,14 +206,14 @@ def test_stalled_bodies_get_408_and_hold_no_ingress_capacity(edge: Edge) -> None
     stalled = [_stall(edge.port) for _ in range(40)]  # > 8 ongoing + 4 queued at the ingress
     try:
         time.sleep(0.5)
-        t = time.perf_counter()
-        assert edge.call("GET", "/healthz", timeout_s=5).status_code == 200
-        ok = edge.call("POST", "/v1/classify", classify(image_b64("PNG")), timeout_s=5)
+        # were the stalled bodies holding ingress slots (8 + 4 queued < 40), these would be
+        # refused 503 by Serve's back-pressure, and so would most of the stalled ones below
+        assert edge.call("GET", "/healthz").status_code == 200
+        ok = edge.call("POST", "/v1/classify", classify(image_b64("PNG")))
         assert ok.status_code == 200 and ok.json()["status"] == "ok", ok.text
-        assert time.perf_counter() - t < 3.0
         with ThreadPoolExecutor(8) as pool:
-            answers = list(pool.map(lambda s: _read_answer(s, READ_TIMEOUT_S + 10), stalled))
-        for answer in answers:
+            answers = list(pool.map(lambda s: _read_answer(s, READ_TIMEOUT_S + 60), stalled))
+        for answer in answers:  # every one the edge's own 408, none a 503 from the ingress
             assert answer.startswith(b"HTTP/1.1 408"), answer[:300]
             assert b"body_timeout" in answer and b"connection: close" in answer.lower()
     finally:
@@ -222,18 +222,22 @@ def test_stalled_bodies_get_408_and_hold_no_ingress_capacity(edge: Edge) -> None
 
 
 def test_unfinished_headers_get_408_and_are_closed_while_others_are_served(edge: Edge) -> None:
+    t = time.perf_counter()  # before the connection, so before its header clock starts
     with socket.create_connection(("127.0.0.1", edge.port)) as sock:
         sock.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: edge\r\nX-Slow: a")
-        t = time.perf_counter()
-        for _ in range(4):  # a header byte every 0.5 s, never the blank line
-            time.sleep(0.5)
-            sock.sendall(b"a")
-        ok = edge.call("POST", "/v1/classify", classify(image_b64("PNG")), timeout_s=5)
+        ok = edge.call("POST", "/v1/classify", classify(image_b64("PNG")))
         assert ok.status_code == 200 and ok.json()["status"] == "ok", ok.text
-        answer = _read_answer(sock, HEADER_TIMEOUT_S + 5)
+        guard = time.monotonic() + HEADER_TIMEOUT_S + 60  # only to fail instead of hanging
+        # a header byte every 0.5 s, never the blank line, until the answer: were each byte
+        # to restart the clock (0.5 s < HEADER_TIMEOUT_S), no answer would ever come
+        with contextlib.suppress(OSError):  # the server closed between select and send
+            while not select.select([sock], [], [], 0.5)[0]:
+                assert time.monotonic() < guard, "no 408 while header bytes trickle in"
+                sock.sendall(b"a")
+        answer = _read_answer(sock, 60.0)
         answered_s = time.perf_counter() - t
-        sock.settimeout(2.0)
+        sock.settimeout(60.0)
         closed = sock.recv(1) == b""
     assert answer.startswith(b"HTTP/1.1 408"), answer[:300]
     assert b"header_timeout" in answer and b"connection: close" in answer.lower()
-    assert closed and HEADER_TIMEOUT_S - 0.5 <= answered_s < HEADER_TIMEOUT_S + 3.0, answered_s
+    assert closed and answered_s >= HEADER_TIMEOUT_S - 0.05, answered_s  # the timer's doing

@@ -23,7 +23,7 @@ from bench.experiments.reliability.stats import (
     rss_groups,
     window_mean,
 )
-from bench.workloads.hostile_clients import slow_header_client
+from bench.workloads.hostile_clients import header_head, slow_header_client
 
 UNAVAILABLE = json.dumps({"error": {"type": "unavailable", "message": "no live replica"}})
 
@@ -217,19 +217,30 @@ async def _never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWri
         pass
 
 
+HEAD_BYTES = len(header_head("/v1/classify"))
+DRIPS = 3  # header bytes the closing server waits for after the head
+PERIOD_S = 0.05
+
+
 async def _closes_after(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    await asyncio.sleep(0.3)
+    """Closes, without answering, once the head and DRIPS more header bytes are in."""
+    got = 0
+    while got < HEAD_BYTES + DRIPS and (chunk := await reader.read(1024)):
+        got += len(chunk)
     writer.close()
 
 
 def test_slow_header_client_gives_up_or_sees_the_close() -> None:
-    async def go(handler: Any) -> Any:
+    async def go(handler: Any, give_up_s: float) -> Any:
         server = await asyncio.start_server(handler, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         async with server:
-            return await slow_header_client("127.0.0.1", port, "/v1/classify", 0.05, 1.0)
+            return await slow_header_client("127.0.0.1", port, "/v1/classify", PERIOD_S,
+                                            give_up_s)
 
-    held = asyncio.run(go(_never_answers))
+    held = asyncio.run(go(_never_answers, 1.0))
     assert held.status is None and not held.closed and held.sent_bytes > 50
-    closed = asyncio.run(go(_closes_after))
-    assert closed.status is None and closed.closed and 0.2 < (closed.closed_s or 0) < 2.0
+    closed = asyncio.run(go(_closes_after, 30.0))  # 30 s: a guard, the close comes first
+    assert closed.status is None and closed.closed and closed.closed_s is not None
+    assert closed.sent_bytes >= HEAD_BYTES + DRIPS  # it kept dripping until the close
+    assert closed.closed_s >= DRIPS * PERIOD_S - 0.01  # each drip waited its period first

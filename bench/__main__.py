@@ -39,10 +39,9 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
                              "how long one autoscaling decision takes"),
     "replica-startup": ("bench.experiments.autoscaling.replica_startup",
                         "time from a scale-up decision to a serving replica"),
-    "fidelity-generation": ("bench.experiments.fidelity.generation_cli",
-                            "the generation simulator against live runs"),
-    "fidelity-knobs": ("bench.experiments.fidelity.knobs_cli",
-                       "the classify simulator against live runs, three knobs"),
+    "fidelity": ("bench.experiments.fidelity.cli",
+                 "the simulator against live runs, both paths (knobs, single-request, "
+                 "adaptive-vs-static, generation)"),
     "ramsis": ("bench.experiments.papers.ramsis_sim",
                "RAMSIS in the simulator: one scenario, the paper's figures, or its fidelity"),
     "ramsis-costs": ("bench.experiments.papers.ramsis_cli",

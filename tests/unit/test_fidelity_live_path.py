@@ -1,4 +1,4 @@
-"""The simulator against the live system (bench/experiments/fidelity/live_path.py, burst_replay.py): the
+"""The simulator against the live system (bench/experiments/fidelity/generation/live_path.py, burst_replay.py): the
 live benchmark's workload rebuilt as simulator requests, the live path's cost model on hand
 cases (latency, hops, processor-shared CPU, the least-absolute fit), the replay's measured
 startup and count comparison, and a burst replayed with the live policy.
@@ -19,7 +19,7 @@ from app.sim.generation.autoscale import Autoscaling, Capacities, PolicyTiming
 from app.sim.generation.requests import GenRequest
 from app.sim.generation.sim import LOST, simulate
 from app.sim.traces.chat_spec import ChatTrafficSpec, ContextShape
-from bench.experiments.fidelity.burst_replay import (
+from bench.experiments.fidelity.generation.burst_replay import (
     LiveMeteredSim,
     ServeAutoscaler,
     ServeTiming,
@@ -27,7 +27,7 @@ from bench.experiments.fidelity.burst_replay import (
     measured_startup_s,
     replay,
 )
-from bench.experiments.fidelity.live_path import (
+from bench.experiments.fidelity.generation.live_path import (
     LiveGenerationSim,
     LiveRequest,
     PathCosts,

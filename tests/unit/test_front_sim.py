@@ -1,7 +1,7 @@
 """The front door in the replica simulator: the stack's CPU line and its front stage
 (app/sim/replica/front_door.py), the proxy's unchanged ConcurrencyLimiter at each call's send
 (app/sim/replica/sim.py), and the resim's calibration from a finished run's records and CPU
-figures (bench/experiments/single_request/sim.py; no Ray, no model)."""
+figures (bench/experiments/fidelity/classify/single_request.py; no Ray, no model)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from app.sim.replica.parts import FrontStage
 from app.sim.replica.request_metrics import RequestRecord, summarize
 from app.sim.replica.sim import SchedulerSimConfig, simulate
 from app.sim.traces.spec import TraceSpec, arrival_times
-from bench.experiments.single_request.metrics import front_run
-from bench.experiments.single_request.sim import (
+from bench.experiments.fidelity.classify.single_request import (
     LiveRun,
     calibrate,
     compare,
     read_runs,
     stack_ms_p50,
 )
+from bench.experiments.single_request.metrics import front_run
 from policies.admission import LimiterSettings
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.schedulers.registry import make_scheduler

@@ -1,4 +1,4 @@
-"""The simulator-vs-live figure for the three knobs (bench/experiments/fidelity/knobs.py): the
+"""The simulator-vs-live figure for the three knobs (bench/experiments/fidelity/classify/knobs.py): the
 bench_live commands of each cell, the rows read from a run's checks, the 2-point verdict."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.experiments.fidelity.knobs import (
+from bench.experiments.fidelity.classify.knobs import (
     Row,
     bench_args,
     read_cells,

@@ -1,4 +1,4 @@
-"""bench_live's "simfront" source (bench/experiments/adaptive_vs_static/sim_front_door.py): what it reads of a finished run (CPU
+"""bench_live's "simfront" source (bench/experiments/fidelity/classify/front_door.py): what it reads of a finished run (CPU
 per call, calls of a job, the door's settings, the cores), its calibration on the static
 configurations' ramp steps only, the model's CPU taken out of the stack's line and given back as
 the front stage's neighbour, and the checks that report it beside sim and simcal. No Ray, no
@@ -13,7 +13,7 @@ from app.sim.replica.request_metrics import RequestRecord, summarize
 from app.sim.replica.sim import SchedulerSimConfig, simulate
 from app.sim.traces.spec import TraceSpec, arrival_times
 from bench.experiments.adaptive_vs_static.report import checks, sim_kinds
-from bench.experiments.adaptive_vs_static.sim_front_door import (
+from bench.experiments.fidelity.classify.front_door import (
     FrontModel,
     FrontRuns,
     FrontSim,
@@ -27,7 +27,7 @@ from bench.experiments.adaptive_vs_static.sim_front_door import (
     simulate_front,
     usable_cores,
 )
-from bench.experiments.single_request.sim import stack_ms_p50
+from bench.experiments.fidelity.classify.single_request import stack_ms_p50
 from policies.admission import LimiterSettings
 from policies.profile import LatencyPoint, Profile, VariantProfile
 from policies.schedulers.registry import make_scheduler
@@ -165,7 +165,7 @@ def test_usable_cores_are_the_busiest_calibration_run_at_most_the_machine() -> N
 # ---- the simulation ---------------------------------------------------------------------------
 def _front(call_ms: float, fixed: float, door: LimiterSettings | None) -> FrontModel:
     from app.sim.replica.front_door import StackCpu
-    from bench.experiments.single_request.sim import FrontCalibration
+    from bench.experiments.fidelity.classify.single_request import FrontCalibration
 
     return FrontModel(FrontCalibration(StackCpu(2.0, fixed, call_ms, 0.0), 1.0, [], []), door,
                       {"run": 0.0}, model_cores_guess=0.0)

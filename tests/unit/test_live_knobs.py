@@ -227,7 +227,7 @@ def test_the_knobs_section_compares_the_adaptive_policy_with_every_static() -> N
 
 def test_the_simulator_phase_reads_the_best_static_and_the_others_from_the_run() -> None:
     from bench.experiments.adaptive_vs_static.settings import LiveBenchSettings
-    from bench.experiments.adaptive_vs_static.sim import RecordedRun, phase_inputs
+    from bench.experiments.fidelity.classify.live_runs import RecordedRun, phase_inputs
 
     settings = LiveBenchSettings(config=REPO / "serve_config.yaml", family="vit", policy="otas",
                                  job_size=4)

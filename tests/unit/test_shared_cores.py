@@ -1,4 +1,4 @@
-"""The stages sharing the machine's cores with the live path (bench/experiments/fidelity/shared_cores.py,
+"""The stages sharing the machine's cores with the live path (bench/experiments/fidelity/generation/shared_cores.py,
 the `stretch` hook of the simulator's stages, `PathCosts.stages_share`), on hand cases with the
 toy profiles of tests/helpers/generation_toys.py (an image encodes in 10 ms; a prefill of n tokens takes
 5 + 0.1 (n - 1) ms)."""
@@ -12,9 +12,9 @@ import pytest
 from app.sim.generation.config import GenSimConfig, ServePath, StageConfig
 from app.sim.generation.requests import GenRequest
 from app.sim.generation.sim import GenerationSim
-from bench.experiments.fidelity.fit import HEADLINE, is_measured, path_processes
-from bench.experiments.fidelity.live_path import LiveGenerationSim, PathCosts
-from bench.experiments.fidelity.shared_cores import (
+from bench.experiments.fidelity.generation.fit import HEADLINE, is_measured, path_processes
+from bench.experiments.fidelity.generation.live_path import LiveGenerationSim, PathCosts
+from bench.experiments.fidelity.generation.shared_cores import (
     Occupancy,
     StageContention,
     job_rate,

@@ -72,7 +72,7 @@ class LLMStage:
                  stretch: Callable[[str, float], float] | None = None) -> None:
         """`vision`: the monolith's vision tower (None: the disaggregated LLM stage);
         `stretch(stage, now_s)`: how much longer than its profile an iteration starting now
-        takes (shared cores, bench/experiments/fidelity/live_path.py; None: never)."""
+        takes (shared cores, bench/experiments/fidelity/generation/live_path.py; None: never)."""
         self.cfg = cfg
         self.stretch = stretch
         self.profile = profile

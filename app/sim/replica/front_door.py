@@ -27,7 +27,7 @@ can carry is where its CPU meets the cores left to it. The model:
 One server: the simplest queue with the capacity the CPU allows. What a call spends in the
 stack at light load beyond its share of that server (network, gRPC, waiting on other processes'
 turns) is a constant the caller measures at its lightest calibration run (the simulator's
-`overhead_ms`). Checked against the live runs by bench/experiments/single_request/sim.py. Not modelled: the
+`overhead_ms`). Checked against the live runs by bench/experiments/fidelity/classify/single_request.py. Not modelled: the
 ingress's deadline admission (the second line of refusals, a fraction of a percent of the calls
 live behind the proxy's limit) and Serve's `max_queued_requests` bound at the ingress.
 """

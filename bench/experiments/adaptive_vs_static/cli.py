@@ -72,9 +72,6 @@ def parse(argv: list[str] | None = None) -> LiveBenchSettings:
                    help="utility per call, cyclic: table2 (OTAS's Table II) or 0.3,1,...")
     p.add_argument("--busy-neighbours", type=int, default=0,
                    help="busy-loop processes beside the live phases (a second machine state)")
-    p.add_argument("--resim", type=Path, default=None,
-                   help="no live runs: redo the simulator phase of this finished run's JSON "
-                        "from its --records")
     args = p.parse_args(argv)
     return LiveBenchSettings(**vars(args), command=" ".join(
         ["python -m bench adaptive-vs-static", *(sys.argv[1:] if argv is None else argv)]))
@@ -102,14 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     settings = parse(argv)
     run = Run()
     log_progress()
-    if settings.resim is not None:
-        from bench.experiments.adaptive_vs_static.resim import resim
+    from bench.experiments.adaptive_vs_static.phases import run_live
 
-        out = resim(settings, settings.resim)
-    else:
-        from bench.experiments.adaptive_vs_static.phases import run_live
-
-        out = run_live(settings)
+    out = run_live(settings)
     print(report(out))
     checks = result_checks(out["checks"])
     run.write(settings.out, clean(out), settings=settings_of(settings), checks=checks)

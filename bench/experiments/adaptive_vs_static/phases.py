@@ -1,5 +1,5 @@
 """The live benchmark's phases on a private local Ray/Serve (python -m bench adaptive-vs-static says what
-each measures); phase 4, the simulator, is bench/experiments/adaptive_vs_static/sim.py."""
+each measures); phase 4, the simulator, is bench/experiments/fidelity/classify/live_runs.py."""
 
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ from bench.experiments.adaptive_vs_static.settings import (
     spec_2x,
     static_args,
 )
-from bench.experiments.adaptive_vs_static.sim import RecordedRun, phase_inputs, simulate_runs
 from bench.experiments.adaptive_vs_static.statics import (
     StaticConfig,
     best_static,
@@ -32,6 +31,7 @@ from bench.experiments.adaptive_vs_static.statics import (
     run_names,
 )
 from bench.experiments.coload.measure import busy_neighbours
+from bench.experiments.fidelity.classify.live_runs import RecordedRun, phase_inputs, simulate_runs
 from deployments.ingress.proxy.front_door import settings_from_env
 
 

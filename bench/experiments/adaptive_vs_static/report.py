@@ -144,7 +144,7 @@ def report(out: dict[str, Any]) -> str:
 
 
 def front_inputs_line(front: dict[str, Any]) -> str:
-    """simfront's calibration (bench/experiments/adaptive_vs_static/sim_front_door.py) in one line."""
+    """simfront's calibration (bench/experiments/fidelity/classify/front_door.py) in one line."""
     st, door = front["stack"], front["front_door"]
     model = front.get("model_cores", {})
     nbr = ", ".join(f"{n} {c:.2f}" + (f" + model {model[n]:.2f}" if n in model else "")

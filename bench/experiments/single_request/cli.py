@@ -9,9 +9,9 @@ then Poisson runs at 1x, 2x, 3x the capacity; then Ray stopped, a one-process Fa
 server of the family's most accurate variant ramped the same way. The phases are
 bench/experiments/single_request/run.py; the figures bench/experiments/single_request/metrics.py and front_report.py.
 
-The simulator beside a finished run (no Ray, no server; bench/experiments/single_request/sim.py):
+The simulator beside a finished run (no Ray, no server; bench/experiments/fidelity/classify/single_request.py):
 
-    .venv/bin/python -m bench single-request --resim RUN.json [--records DIR] [--resim-seeds N]
+    .venv/bin/python -m bench fidelity single-request --resim RUN.json [--records DIR] [--resim-seeds N]
         [--cores N] [--no-door] [--out COMPARISON.json]
 
 Checks: attainment of admitted requests >= 95%, goodput at 3x >= 0.9x that at 1x, refusals'
@@ -89,10 +89,6 @@ def result_checks(checks: dict[str, Any]) -> list[Check]:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if "--resim" in args:
-        from bench.experiments.single_request.sim import resim_main
-
-        return resim_main(args)
     settings, out_path, png = parse(args)
     log_progress()
     from bench.core.cli import settings_of

@@ -2,7 +2,7 @@
 selection (RAMSIS, `family`), token adaptation (OTAS, `vit`) and modality selection (MOSEL,
 `fusion`), single requests at 1x and 2x the best static configuration's live capacity, on two
 machine states (quiet; one busy-loop neighbour). Each cell is one `python -m bench adaptive-vs-static` run
-(its live phases and its simulator phase, bench/experiments/adaptive_vs_static/sim.py); this module gives the runs'
+(its live phases and its simulator phase, bench/experiments/fidelity/classify/live_runs.py); this module gives the runs'
 commands and turns their JSON into the figure: accuracy (of the items answered within the SLO)
 and violations (every request not answered ok within the SLO, refusals included) live vs the
 `simfront` simulator, which predicts them from the static configuration's ramp alone.
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.result import read_result
+from bench.experiments.fidelity.compare import Comparison
 
 KNOBS: dict[str, list[str]] = {  # knob -> bench_live arguments (single requests)
     "ramsis": ["--family", "family", "--policy", "ramsis"],
@@ -81,6 +82,14 @@ class Row:
                 or self.same_variant_share < SAME_VARIANT):
             return None
         return abs(self.static_violation_live - self.violation_live)
+
+    def comparisons(self) -> list[Comparison]:
+        """The cell's two figures, live vs the simulator, each within 2 points."""
+        case = f"{self.knob}/{self.state}/{self.load}"
+        return [Comparison("classify", case, "accuracy %", 100.0 * self.accuracy_live,
+                           100.0 * self.accuracy_sim, TOLERANCE_PTS),
+                Comparison("classify", case, "violations %", self.violation_live,
+                           self.violation_sim, TOLERANCE_PTS)]
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "accuracy_diff_pts": self.accuracy_diff_pts,

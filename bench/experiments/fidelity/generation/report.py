@@ -1,4 +1,4 @@
-"""python -m bench fidelity-generation: the fidelity table, figure and summary."""
+"""python -m bench fidelity generation: the fidelity table, figure and summary."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from bench.experiments.fidelity.fit import ABLATION, HEADLINE
+from bench.experiments.fidelity.generation.fit import ABLATION, HEADLINE
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,10 @@ from app.sim.replica.request_metrics import LoadSummary, RequestRecord
 from bench.experiments.adaptive_vs_static.knobs import knobs_of
 from bench.experiments.adaptive_vs_static.report import checks
 from bench.experiments.adaptive_vs_static.settings import LiveBenchSettings
-from bench.experiments.adaptive_vs_static.sim import RecordedRun, phase_inputs, simulate_runs
+from bench.experiments.fidelity.classify.live_runs import RecordedRun, phase_inputs, simulate_runs
+from bench.experiments.fidelity.compare import Comparison
+
+TOLERANCE_PTS = 2.0
 
 
 def read_records(records_dir: Path) -> dict[str, RecordedRun]:
@@ -54,3 +57,40 @@ def resim(settings: LiveBenchSettings, run_json: Path) -> dict[str, Any]:
     out["checks"] = checks(out, a.policy)
     out["knobs"] = knobs_of(a, out, {n: r.records for n, r in runs.items()}, sim.knobs)
     return out
+
+
+def comparisons(out: dict[str, Any]) -> list[Comparison]:
+    """Each simulated run's accuracy and violations beside the live run's, within 2 points."""
+    rows = []
+    for name, f in out["checks"]["fidelity"].items():
+        rows += [Comparison("classify", name, "accuracy %", 100.0 * f["accuracy_live"],
+                            100.0 * f["accuracy_sim"], TOLERANCE_PTS),
+                 Comparison("classify", name, "violations %", 100.0 * f["violation_live"],
+                            100.0 * f["violation_sim"], TOLERANCE_PTS)]
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench fidelity adaptive-vs-static RUN.json [adaptive-vs-static flags]`: the
+    run's simulator phase redone from its records (`--records`, default the run's own), the
+    Result to `--out` (default: RUN.json, rewritten)."""
+    from bench.core.cli import settings_of
+    from bench.core.result import Run
+    from bench.core.run_report import clean
+    from bench.experiments.adaptive_vs_static.cli import parse
+    from bench.experiments.adaptive_vs_static.report import report
+    from bench.experiments.fidelity.compare import checks as comparison_checks
+    from bench.experiments.fidelity.compare import table
+
+    if not argv or argv[0].startswith("-"):
+        raise SystemExit("usage: python -m bench fidelity adaptive-vs-static RUN.json [flags "
+                         "of python -m bench adaptive-vs-static: --records, --out, --png, ...]")
+    run_json, rest = Path(argv[0]), argv[1:]
+    flags = rest if "--out" in rest else [*rest, "--out", str(run_json)]
+    settings = replace(parse(flags), resim=run_json)
+    run = Run()
+    out = resim(settings, run_json)
+    rows = comparisons(out)
+    print(report(out) + "\n\n" + table(rows))
+    return run.finish(settings.out, clean(out), settings=settings_of(settings),
+                      checks=comparison_checks(rows))

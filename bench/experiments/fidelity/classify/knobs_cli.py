@@ -2,17 +2,17 @@
 adaptation), MOSEL (modality selection), single requests at 1x and 2x the best static
 configuration's live capacity, on two machine states (quiet, and one busy-loop neighbour).
 Accuracy and violations, live vs predicted, each cell within 2 points (its check); table +
-Result (--out) + plot (--png) (bench/experiments/fidelity/knobs.py).
+Result (--out) + plot (--png) (bench/experiments/fidelity/classify/knobs.py).
 
     # the live runs: six python -m bench adaptive-vs-static runs (~5-6 min each; take the machine lock)
-    RAY_AUTH_MODE=disabled flock /tmp/live.lock .venv/bin/python -m bench fidelity-knobs \\
+    RAY_AUTH_MODE=disabled flock /tmp/live.lock .venv/bin/python -m bench fidelity knobs \\
         measure --runs results/knobs
     # the figure from their JSON (--resim: redo each run's simulator phase from its records)
-    .venv/bin/python -m bench fidelity-knobs --runs results/knobs [--resim]
+    .venv/bin/python -m bench fidelity knobs --runs results/knobs [--resim]
 
 Each bench_live run predicts its adaptive runs from its static configuration's ramp only (the
 `simfront` source: the stack's CPU fitted on the ramp steps, the machine's neighbours measured
-during each run, the front door's limiter and the policy run unchanged; bench/experiments/adaptive_vs_static/sim_front_door.py).
+during each run, the front door's limiter and the policy run unchanged; bench/experiments/fidelity/classify/front_door.py).
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from pathlib import Path
 
 from bench.core.cli import experiment_parser, settings_of
 from bench.core.paths import REPO as ROOT
-from bench.core.result import Check, Run, all_ok
-from bench.experiments.fidelity.knobs import (
+from bench.core.result import Run, all_ok
+from bench.experiments.fidelity.classify.knobs import (
     KNOBS,
     STATES,
-    TOLERANCE_PTS,
     bench_args,
     plot,
     read_cells,
@@ -36,10 +35,11 @@ from bench.experiments.fidelity.knobs import (
     summary,
     table,
 )
+from bench.experiments.fidelity.compare import checks as comparison_checks
 
 
-def _bench(args: list[str]) -> int:
-    cmd = [sys.executable, "-m", "bench", "adaptive-vs-static", *args]
+def _bench(args: list[str], experiment: tuple[str, ...] = ("adaptive-vs-static",)) -> int:
+    cmd = [sys.executable, "-m", "bench", *experiment, *args]
     print("$", " ".join(cmd), flush=True)
     return subprocess.run(cmd, cwd=ROOT, check=False).returncode
 
@@ -62,19 +62,17 @@ def figure(a: argparse.Namespace, argv: list[str]) -> int:
             for knob in a.knobs:
                 name = a.runs / f"{knob}_{state}"
                 if name.with_suffix(".json").exists():
-                    _bench(["--resim", f"{name}.json", "--records", str(name),
-                            "--out", f"{name}.json", "--png", f"{name}.png"])
+                    _bench([f"{name}.json", "--records", str(name), "--out", f"{name}.json",
+                            "--png", f"{name}.png"], ("fidelity", "adaptive-vs-static"))
     rows, sources = read_cells(a.runs, a.knobs, a.states)
     print(table(rows))
-    out = {"command": " ".join(["python -m bench fidelity-knobs", *argv]),
+    out = {"command": " ".join(["python -m bench fidelity knobs", *argv]),
            **summary(rows, sources)}
     if a.again is not None:  # the same cells measured a second time: the live figure's spread
         again, _ = read_cells(a.again, a.knobs, a.states)
         text, out["live_again"] = repeat_table(rows, again)
         print("\nthe same cells measured again (live vs live):\n" + text)
-    checks = [Check(f"{r.knob}/{r.state}/{r.load} live - sim, points",
-                    {"accuracy": r.accuracy_diff_pts, "violation": r.violation_diff_pts},
-                    f"|each| <= {TOLERANCE_PTS:g}", r.within) for r in rows]
+    checks = comparison_checks(c for r in rows for c in r.comparisons())
     run.write(a.out, out, settings=settings_of(a), checks=checks)
     plot(rows, a.png)
     print(f"wrote {a.out} and {a.png}")

@@ -1,6 +1,6 @@
 """The live benchmark's third simulated source, "simfront": simcal's batch times
 (app/sim/replica/served.py) behind the serving stack's front as bench_front's simulator models
-it (app/sim/replica/front_door.py, calibrated as bench/experiments/single_request/sim.py does; no second model):
+it (app/sim/replica/front_door.py, calibrated as bench/experiments/fidelity/classify/single_request.py does; no second model):
 
 - the front door: the proxy's per-family concurrency limit (`policies.admission`, run unchanged
   by app/sim/replica/sim.py) with the settings the live run's proxies had (the run's JSON
@@ -45,7 +45,7 @@ from app.sim.replica.config import SchedulerSimConfig
 from app.sim.replica.front_door import CpuSample, fit_stack_cpu
 from app.sim.replica.request_metrics import RequestRecord
 from app.sim.replica.sim import SimRun, simulate
-from bench.experiments.single_request.sim import MACHINE, FrontCalibration
+from bench.experiments.fidelity.classify.single_request import MACHINE, FrontCalibration
 from policies.admission import ConcurrencyLimiter, LimiterSettings
 from policies.profile import LatencyModel, Profile
 from policies.schedulers.base import Scheduler

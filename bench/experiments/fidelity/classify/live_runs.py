@@ -9,7 +9,7 @@ traces and seeds as the live runs, three ways:
   nearest the predicted load (stack times grow with load; the light steps understate them).
   Its figures pool `sim_seeds` runs (service and stack samples);
 - "simfront": simcal's batch times behind the front door and the stack's CPU as a front stage
-  (bench/experiments/adaptive_vs_static/sim_front_door.py), seeds pooled as simcal's; the front door's limiter carried from
+  (bench/experiments/fidelity/classify/front_door.py), seeds pooled as simcal's; the front door's limiter carried from
   run to run as the live proxy's is (the adaptive warm-up simulated before the adaptive runs).
 Accuracy: besides the profile's expected accuracy, each source's accuracy on the items its run
 sent (bench/experiments/adaptive_vs_static/item_accuracy.py), the quantity the live run measures.
@@ -40,7 +40,8 @@ from bench.experiments.adaptive_vs_static.settings import (
     spec_2x,
     static_args,
 )
-from bench.experiments.adaptive_vs_static.sim_front_door import (
+from bench.experiments.adaptive_vs_static.statics import StaticConfig
+from bench.experiments.fidelity.classify.front_door import (
     FRONT_KIND,
     FrontModel,
     FrontRuns,
@@ -50,8 +51,7 @@ from bench.experiments.adaptive_vs_static.sim_front_door import (
     simulate_front,
     try_front_model,
 )
-from bench.experiments.adaptive_vs_static.sim_policy import Predicted, RunPolicy, run_policy
-from bench.experiments.adaptive_vs_static.statics import StaticConfig
+from bench.experiments.fidelity.classify.run_policy import Predicted, RunPolicy, run_policy
 from policies.admission import ConcurrencyLimiter
 from policies.profile import Profile
 
@@ -81,7 +81,7 @@ class SimPhaseInputs:
     others: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     # runs whose records give batch times of the variants the calibration runs never ran
     served_runs: tuple[str, ...] = ("warmup_adaptive",)
-    # what simfront reads of the run's JSON (FRONT_KEYS; bench/experiments/adaptive_vs_static/sim_front_door.py)
+    # what simfront reads of the run's JSON (FRONT_KEYS; bench/experiments/fidelity/classify/front_door.py)
     front_json: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -241,7 +241,7 @@ def _simulate_kind(kind: str, run: Predicted, policy: RunPolicy, sim_cfg: Schedu
         cfg = replace(sim_cfg, seed=seed)
         if kind == FRONT_KIND:
             if front is None:
-                raise ValueError(f"{FRONT_KIND} needs the front model (bench/experiments/adaptive_vs_static/sim_front_door.py)")
+                raise ValueError(f"{FRONT_KIND} needs the front model (bench/experiments/fidelity/classify/front_door.py)")
             sim, cores = simulate_front(front.model, front.cpu, FrontSim(
                 run.name, setup.profile, scheduler, arrivals, duration_s, cfg, served),
                 front.doors.get(seed))

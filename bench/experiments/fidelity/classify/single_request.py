@@ -1,5 +1,5 @@
 """The replica simulator with the front door beside a finished single-request run
-(`python -m bench single-request --resim RUN.json`), without a live server and without Ray:
+(`python -m bench fidelity single-request --resim RUN.json`), without a live server and without Ray:
 
 - the same traces: every ramp step and 1x/2x/3x run, its Poisson spec (rate, duration, seed)
   read from the run's per-run records file (`--records`, default the run's own);
@@ -34,11 +34,15 @@ from app.sim.replica.sim import SchedulerSimConfig, simulate
 from app.sim.traces.spec import TraceSpec, arrival_times
 from bench.core import serve as lb
 from bench.experiments.adaptive_vs_static.family import FamilySetup, family_setup
+from bench.experiments.fidelity.compare import Comparison
 from bench.experiments.single_request.metrics import FrontRun, front_run
 from policies.admission import LimiterSettings
 from policies.schedulers.base import Scheduler
 
 MACHINE = "machine"  # cpu_ms_per_call's whole-machine entry; the others are the stack's
+
+TOLERANCE_PTS = 2.0
+GOODPUT_TOLERANCE = 0.1
 
 
 @dataclass(frozen=True)
@@ -191,6 +195,26 @@ def compare(live: FrontRun, sim: FrontRun) -> dict[str, float]:
                             if live.goodput_qps else float("nan"))}
 
 
+def comparisons(result: dict[str, Any]) -> list[Comparison]:
+    """Each run's attainment of admitted requests and refused share (points, within 2) and
+    goodput (within 10% of live); the ramp steps are the calibration (shown, not judged)."""
+    out = []
+    for name, r in result["runs"].items():
+        lv, sm = r["live"], r["sim"]
+
+        def refused(x: dict[str, Any]) -> float:
+            return 100.0 * x["refused"] / x["sent"] if x["sent"] else 0.0
+        cal = "_ramp_" in name
+        out += [Comparison("classify", name, "attainment admitted %",
+                           100.0 * lv["attainment_admitted"], 100.0 * sm["attainment_admitted"],
+                           TOLERANCE_PTS, calibration=cal),
+                Comparison("classify", name, "refused %", refused(lv), refused(sm),
+                           TOLERANCE_PTS, calibration=cal),
+                Comparison("classify", name, "goodput /s", lv["goodput_qps"], sm["goodput_qps"],
+                           GOODPUT_TOLERANCE, relative=True, calibration=cal)]
+    return out
+
+
 def resim(run_json: Path, records_dir: Path | None = None, seeds: int = 3,
           cores: float | None = None, door: bool = True) -> dict[str, Any]:
     """Simulate every run of a finished bench_front run (module doc)."""
@@ -248,7 +272,7 @@ def resim_main(argv: list[str]) -> int:
     from bench.core.cli import experiment_parser
 
     p = experiment_parser(__doc__, out=None)
-    p.prog = "python -m bench single-request --resim"
+    p.prog = "python -m bench fidelity single-request"
     p.add_argument("--resim", type=Path, required=True, help="a finished run's JSON")
     p.add_argument("--records", type=Path, default=None,
                    help="its per-run records (default: the run's own --records)")
@@ -261,11 +285,13 @@ def resim_main(argv: list[str]) -> int:
     from bench.core.cli import settings_of
     from bench.core.result import Run
     from bench.core.run_report import clean
+    from bench.experiments.fidelity.compare import checks
+    from bench.experiments.fidelity.compare import table as comparison_table
 
     run = Run()
     result = resim(a.resim, a.records, a.resim_seeds, a.cores, a.door)
-    print(table(result))
-    if a.out is not None:  # the comparison, as a Result
-        run.write(a.out, clean(result), settings=settings_of(a))
-        print(f"wrote {a.out}")
-    return 0
+    rows = comparisons(result)
+    print(table(result) + "\n\n" + comparison_table(rows))
+    if a.out is None:
+        return 0
+    return run.finish(a.out, clean(result), settings=settings_of(a), checks=checks(rows))

@@ -19,7 +19,7 @@ from typing import Any
 
 from app.sim.generation.autoscale import METERS, Autoscaler, MeteredSim, Tick
 from app.sim.generation.sim import GenerationSim
-from bench.experiments.fidelity.live_path import LiveGenerationSim
+from bench.experiments.fidelity.generation.live_path import LiveGenerationSim
 from policies.autoscaling import ENCODER, LLM, StageLoads
 
 STAGES = (ENCODER, LLM)

@@ -1,4 +1,4 @@
-"""python -m bench fidelity-generation `measure`: a live generation run with CPU accounting per process
+"""python -m bench fidelity generation `measure`: a live generation run with CPU accounting per process
 (Ray and vLLM processes classed by their command lines), the cores the fit's contention model
 reads."""
 

@@ -1,5 +1,5 @@
-"""python -m bench fidelity-generation: the live runs of the generation benchmark rebuilt in the simulator
-(bench/experiments/fidelity/live_path.py), the live path's costs calibrated at the lowest load, every other
+"""python -m bench fidelity generation: the live runs of the generation benchmark rebuilt in the simulator
+(bench/experiments/fidelity/generation/live_path.py), the live path's costs calibrated at the lowest load, every other
 load predicted and judged."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.result import read_result
-from bench.experiments.fidelity.measure import ENGINE_CLASSES
-from bench.experiments.fidelity.stats import p99_spread, quantile, verdict
+from bench.experiments.fidelity.compare import Comparison, p99_spread, quantile
+from bench.experiments.fidelity.generation.measure import ENGINE_CLASSES
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,7 @@ ABLATION = {  # bench/experiments/generation_systems/systems.py ABLATION, as sim
     "full": ("disaggregated", "tokens", "deadline"),
 }
 MAX_PREFILL_TOKENS = 2048  # vLLM's chunked-prefill budget per step
+TOLERANCE = 0.2  # the P99 TTFT's, relative to live
 ENCODER_MAX_BATCH = 8  # deployments/generation/encoder.py max_batch_images (the default)
 
 
@@ -46,7 +47,7 @@ def sim_config(system: str, settings: dict[str, Any], slo_ms: float | None = Non
 def prompt_shape(model_shape: dict[str, Any], profiles: Any) -> Any:
     """The live prompt's token counts (the benchmark's ContextShape: its tokens_per_image is an
     upper bound, one more than the template adds: checked against the records in the tests)."""
-    from bench.experiments.fidelity.live_path import PromptShape
+    from bench.experiments.fidelity.generation.live_path import PromptShape
 
     return PromptShape(int(model_shape["base_prompt_tokens"]), int(model_shape["turn_tokens"]),
                        int(model_shape["tokens_per_image"]) - 1,
@@ -82,7 +83,7 @@ def workload_check(run: dict[str, Any], rate: float, records: list[dict[str, Any
 
 
 def sim_requests(records: list[dict[str, Any]], shape: Any) -> list[Any]:
-    from bench.experiments.fidelity.live_path import LiveRequest, live_requests
+    from bench.experiments.fidelity.generation.live_path import LiveRequest, live_requests
 
     return live_requests([LiveRequest(r["scheduled_s"], r["num_images"], r["history_turns"],
                                       r.get("prompt_tokens"), r.get("completion_tokens"))
@@ -96,7 +97,11 @@ def calibrate(records: list[dict[str, Any]], cfg: Any, profiles: Any, shape: Any
     import numpy as np
 
     from app.sim.generation.sim import simulate
-    from bench.experiments.fidelity.live_path import fit_path_costs, image_hops, residuals
+    from bench.experiments.fidelity.generation.live_path import (
+        fit_path_costs,
+        image_hops,
+        residuals,
+    )
 
     reqs = sim_requests(records, shape)
     core = simulate(reqs, profiles, cfg).ttft_ms()
@@ -110,7 +115,7 @@ def calibrate(records: list[dict[str, Any]], cfg: Any, profiles: Any, shape: Any
 def path_processes(system: str, settings: dict[str, Any]) -> int:
     """The processes a request's path runs in (each one event-loop thread): Serve's proxy, the
     ingress, the LLM replicas and, disaggregated, the encoder replicas (their decoding and
-    hand-over; bench/experiments/fidelity/shared_cores.py caps the path's runnable threads there)."""
+    hand-over; bench/experiments/fidelity/generation/shared_cores.py caps the path's runnable threads there)."""
     encoders = int(settings["encoder_replicas"]) if ABLATION[system][0] != "monolith" else 0
     return 2 + int(settings["llm_replicas"]) + encoders
 
@@ -150,7 +155,7 @@ def cpu_terms(measured: dict[str, Any], rate: float) -> dict[str, Any] | None:
 
 def with_cpu(costs: Any, records: list[dict[str, Any]], cfg: Any, terms: dict[str, Any]) -> Any:
     """`costs` with the measured CPU share of its latency and the cores it shares."""
-    from bench.experiments.fidelity.live_path import image_hops
+    from bench.experiments.fidelity.generation.live_path import image_hops
 
     lat = [costs.latency_ms(r["num_images"], image_hops(r["num_images"], cfg)) for r in records]
     share = terms["path_cpu_ms_per_request"] / (sum(lat) / len(lat))
@@ -163,7 +168,7 @@ def predict(records: list[dict[str, Any]], cfg: Any, profiles: Any, shape: Any,
     """Each variant's simulated TTFT; "+spread": the headline's costs plus, per request, a
     draw from the calibration load's unexplained residuals."""
     from app.sim.generation.metrics import summarize
-    from bench.experiments.fidelity.live_path import simulate_live, spread_draws
+    from bench.experiments.fidelity.generation.live_path import simulate_live, spread_draws
 
     reqs = sim_requests(records, shape)
     out = {}
@@ -198,7 +203,7 @@ def HEADLINE(variants: dict[str, Any]) -> str:  # noqa: N802 (reads as a constan
 
 def fit_system(system: str, run: dict[str, Any], recs: dict[float, list[dict[str, Any]]],
                profiles: Any, measured: dict[str, Any] | None) -> tuple[dict[str, Any], list]:
-    from bench.experiments.fidelity.live_path import PathCosts
+    from bench.experiments.fidelity.generation.live_path import PathCosts
 
     settings = run["settings"]
     shape = prompt_shape(run["model_shape"], profiles)
@@ -221,12 +226,12 @@ def fit_system(system: str, run: dict[str, Any], recs: dict[float, list[dict[str
     for rate in sorted(recs):
         live = live_ttft(recs[rate])
         sim = predict(recs[rate], cfg, profiles, shape, variants, spread)
-        best = sim[HEADLINE(sim)]
-        err, why = verdict(quantile(live, 0.99), best["ttft_p99_ms"])
-        err2, why2 = verdict(quantile(live, 0.99),
-                             sim[HEADLINE(sim) + "+spread"]["ttft_p99_ms"])
-        err3, why3 = (verdict(quantile(live, 0.99), sim["shared"]["ttft_p99_ms"])
-                      if "shared+stages" in sim else (None, "-"))
+        judged = {key: p99_comparison(system, rate, quantile(live, 0.99),
+                                      sim[key]["ttft_p99_ms"], rate == low)
+                  for key in (HEADLINE(sim), HEADLINE(sim) + "+spread", "shared") if key in sim}
+        err, why = _verdict(judged[HEADLINE(sim)])
+        err2, why2 = _verdict(judged[HEADLINE(sim) + "+spread"])
+        err3, why3 = (_verdict(judged["shared"]) if "shared+stages" in sim else (None, "-"))
         rows.append({"system": system, "rate_rps": rate, "calibration": rate == low,
                      "requests": len(live),
                      "live": {"ttft_p50_ms": quantile(live, 0.5),
@@ -238,6 +243,24 @@ def fit_system(system: str, run: dict[str, Any], recs: dict[float, list[dict[str
                      "p99_error_pct_spread": err2, "verdict_spread": why2,
                      "p99_error_pct_shared": err3, "verdict_shared": why3})
     return calib, rows
+
+
+def p99_comparison(system: str, rate: float, live_ms: float, sim_ms: float,
+                   calibration: bool) -> Comparison:
+    """The generation fidelity's figure: the P99 TTFT, within 20% of live."""
+    return Comparison("generation", f"{system}@{rate:g}rps", "P99 TTFT ms", live_ms, sim_ms,
+                      TOLERANCE, relative=True, calibration=calibration)
+
+
+def _verdict(c: Comparison) -> tuple[float | None, str]:
+    return (None if c.error is None else round(100 * c.error, 1)), c.why
+
+
+def comparisons(runs: list[dict[str, Any]]) -> list[Comparison]:
+    """Every run's rows as the headline model's comparisons (the Result's checks)."""
+    return [p99_comparison(r["system"], r["rate_rps"], r["live"]["ttft_p99_ms"],
+                           r["sim"][HEADLINE(r["sim"])]["ttft_p99_ms"], r["calibration"])
+            for run in runs for r in run["rows"]]
 
 
 def fit_run(run_path: Path, records_dir: Path, profiles: Any, measured: dict[str, Any] | None,

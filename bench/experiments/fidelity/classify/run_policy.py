@@ -1,4 +1,4 @@
-"""The runs the live benchmark's simulator phase predicts (bench/experiments/adaptive_vs_static/sim.py), in the order
+"""The runs the live benchmark's simulator phase predicts (bench/experiments/fidelity/classify/live_runs.py), in the order
 the live runs came, and the policy each deploys: its classifier config and plan file."""
 
 from __future__ import annotations

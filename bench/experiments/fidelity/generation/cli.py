@@ -1,14 +1,14 @@
 """The generation simulator against the live system (docs/sim_generation.md, "Fidelity to the
 live system"): the live runs of the generation benchmark rebuilt in the simulator
-(bench/experiments/fidelity/live_path.py) with this machine's stage profile, the live path's costs measured
+(bench/experiments/fidelity/generation/live_path.py) with this machine's stage profile, the live path's costs measured
 at the lowest load only, every other load predicted.
 
     # the figure: table + docs/data_sim_live_fidelity.json + docs/figures/sim_live_fidelity.png
-    .venv/bin/python -m bench fidelity-generation \\
+    .venv/bin/python -m bench fidelity generation \\
         --run docs/data_generation.json=/tmp/gb2/results/generation/records \\
         --run docs/data_sim_live_run.json=results/sim_live/records
     # a dedicated live run with CPU accounting per process (the machine lock; ~9 min)
-    RAY_AUTH_MODE=disabled flock /tmp/live.lock .venv/bin/python -m bench fidelity-generation \\
+    RAY_AUTH_MODE=disabled flock /tmp/live.lock .venv/bin/python -m bench fidelity generation \\
         measure --systems monolith full --rates 4 16 28
 
 `--run JSON=RECORDS`: a benchmark's JSON (python -m bench generation-systems's, or `measure`'s) and the
@@ -29,10 +29,12 @@ from pathlib import Path
 from bench.core.cli import experiment_parser, settings_of
 from bench.core.paths import REPO as ROOT
 from bench.core.result import Run, read_result
-from bench.experiments.fidelity.burst import burst_replay
-from bench.experiments.fidelity.fit import fit_run, live_only
-from bench.experiments.fidelity.measure import measure
-from bench.experiments.fidelity.report import plot, run_to_run, summary, table
+from bench.experiments.fidelity.compare import checks
+from bench.experiments.fidelity.compare import table as comparison_table
+from bench.experiments.fidelity.generation.burst import burst_replay
+from bench.experiments.fidelity.generation.fit import comparisons, fit_run, live_only
+from bench.experiments.fidelity.generation.measure import measure
+from bench.experiments.fidelity.generation.report import plot, run_to_run, summary, table
 
 log = logging.getLogger("sim_live_fidelity")
 
@@ -59,13 +61,13 @@ def fit_main(a: argparse.Namespace) -> int:
         costs = next((run["calibration"]["full"]["path_costs"] for run in reversed(runs)
                       if "full" in run["calibration"]), None)
         if costs is not None:
-            from bench.experiments.fidelity.live_path import PathCosts
+            from bench.experiments.fidelity.generation.live_path import PathCosts
 
             burst = burst_replay(demo, profiles, PathCosts(**costs), warmup=False)
             burst["with_warmup"] = burst_replay(demo, profiles, PathCosts(**costs),
                                                 warmup=True)["compare"]
     print(table(runs))
-    out = {"command": " ".join(["python -m bench fidelity-generation", *a.argv]),
+    out = {"command": " ".join(["python -m bench fidelity generation", *a.argv]),
            "profile": str(a.profile), "measured": str(a.measured) if measured else None,
            "runs": runs, "summary": summary(runs),
            "live_only_runs": [{k: v for k, v in x.items() if k != "rows"} for x in extra],
@@ -77,11 +79,12 @@ def fit_main(a: argparse.Namespace) -> int:
         print("TTFT ms:", burst["ttft_ms"])
     print("\nrun to run:", json.dumps(out["run_to_run"], indent=1))
     print("summary:", out["summary"])
-    run.write(a.out, out,  # strict JSON: inf (no first token) is null
-              settings=settings_of({k: v for k, v in vars(a).items() if k != "argv"}))
+    rows = comparisons(runs)
+    print("\n" + comparison_table(rows))
     plot(runs, burst, demo, a.png)
-    print(f"wrote {a.out} and {a.png}")
-    return 0
+    return run.finish(a.out, out,  # strict JSON: inf (no first token) is null
+                      settings=settings_of({k: v for k, v in vars(a).items() if k != "argv"}),
+                      checks=checks(rows), also=(a.png,))
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,5 +1,5 @@
 """The machine's cores shared by the live path's CPU work and the stages' own threads
-(bench/experiments/fidelity/live_path.py; docs/sim_generation.md, "Fidelity to the live system").
+(bench/experiments/fidelity/generation/live_path.py; docs/sim_generation.md, "Fidelity to the live system").
 
 `processor_sharing` runs the requests' path CPU work on the host cores beside busy competitors.
 `Occupancy` is how many of those requests' CPU work is present over time, and `StageContention`

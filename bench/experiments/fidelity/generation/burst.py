@@ -1,4 +1,4 @@
-"""python -m bench fidelity-generation: the autoscaling burst demo (docs/data_autoscale_burst.json)
+"""python -m bench fidelity generation: the autoscaling burst demo (docs/data_autoscale_burst.json)
 replayed in the simulator with the policy the Serve hooks run."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from bench.experiments.fidelity.fit import live_ttft, prompt_shape, sim_config
-from bench.experiments.fidelity.stats import quantile
+from bench.experiments.fidelity.compare import quantile
+from bench.experiments.fidelity.generation.fit import live_ttft, prompt_shape, sim_config
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ WARMUP_AT_S = (-1.3, -1.1)
 
 
 def burst_live_requests(demo: dict[str, Any], warmup: bool) -> list[Any]:
-    from bench.experiments.fidelity.live_path import LiveRequest
+    from bench.experiments.fidelity.generation.live_path import LiveRequest
 
     recs = demo["records"]
     rows = [LiveRequest(r["scheduled_s"] + BURST_OFFSET_S, r["num_images"], r.get("history_turns", 0),
@@ -55,7 +55,7 @@ def burst_settings(demo: dict[str, Any], startup: dict[str, float]) -> Any:
 def burst_replay(demo: dict[str, Any], profiles: Any, costs: Any, warmup: bool
                  ) -> dict[str, Any]:
     from app.sim.generation.autoscale import Autoscaling, Capacities, PolicyTiming
-    from bench.experiments.fidelity.burst_replay import (
+    from bench.experiments.fidelity.generation.burst_replay import (
         LiveMeteredSim,
         ServeAutoscaler,
         ServeTiming,
@@ -63,7 +63,7 @@ def burst_replay(demo: dict[str, Any], profiles: Any, costs: Any, warmup: bool
         measured_startup_s,
         replay,
     )
-    from bench.experiments.fidelity.live_path import live_requests
+    from bench.experiments.fidelity.generation.live_path import live_requests
     from policies.autoscaling import ENCODER, LLM
 
     sc, series = demo["scaling"], demo["series"]

@@ -1,6 +1,6 @@
 """The live generation path around the simulator: what a request costs on this machine beyond
 the stage profiles, as parameters measured on the live system, and the simulator run with them
-("Fidelity"; python -m bench fidelity-generation, docs/sim_generation.md).
+("Fidelity"; python -m bench fidelity generation, docs/sim_generation.md).
 
 The stage profiles time the encoder and the vLLM engine alone. A live request also pays its path:
 the Serve proxy, the ingress (strict JSON, chat template, tokenizer, the PNG data URLs), a Serve
@@ -41,7 +41,11 @@ from app.sim.generation.config import GenSimConfig
 from app.sim.generation.requests import GenRequest
 from app.sim.generation.sim import ARRIVAL_PRIORITY, GenerationSim, GenSimResult
 from app.sim.generation.workload import TraceArrays
-from bench.experiments.fidelity.shared_cores import Occupancy, StageContention, processor_sharing
+from bench.experiments.fidelity.generation.shared_cores import (
+    Occupancy,
+    StageContention,
+    processor_sharing,
+)
 from policies.generation.image_split import image_groups
 from policies.generation.stage_profile import StageProfiles
 

@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from tests.integration.autoscale_classifier_run import CAPACITY_PER_S, RATE_PER_S
+from tests.integration.autoscale_classifier_run import ARGS, CAPACITY_PER_S, RATE_PER_S
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
+SCALE_DOWN_DELAY_S = ARGS["classifiers"][0]["autoscaling"]["scale_down_delay_s"]
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +69,8 @@ def test_every_request_answered_once(run: dict[str, Any]) -> None:
 
 def test_quiet_brings_the_target_back_to_one(run: dict[str, Any]) -> None:
     assert run["back_to_one_after_load_s"] is not None, run["samples"][-5:]
-    assert run["back_to_one_after_load_s"] <= 30.0
+    # back within the run's quiet window (QUIET_S, a hang guard), never before the policy's
+    # scale-down delay: how soon within the window is the machine's speed, not the test's
+    assert run["back_to_one_after_load_s"] >= SCALE_DOWN_DELAY_S
     targets = [d["target"] for d in _decisions(run)]
     assert targets[-1] == 1 and 2 in targets, targets

@@ -31,10 +31,9 @@ def clean(x: Any) -> Any:
 def plot_runs(series: dict[str, dict[str, Any]], slo_ms: float, path: Path,
               title: str = "") -> None:
     """One column per run: load and goodput, latency percentiles, variant usage over time."""
-    import matplotlib
+    from bench.core.plot import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     names = list(series)
     fig, axes = plt.subplots(3, len(names), figsize=(5.2 * len(names), 8.5), squeeze=False,
@@ -63,9 +62,4 @@ def plot_runs(series: dict[str, dict[str, Any]], slo_ms: float, path: Path,
             ax.legend(fontsize=6, loc="upper right")
         ax.set_ylabel("ok answers/s by variant")
         ax.set_xlabel("time (s)")
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save(fig, path, title=title, dpi=100)

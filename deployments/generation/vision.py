@@ -4,38 +4,23 @@ pixels (the engines test checks they give the same tokens)."""
 
 from __future__ import annotations
 
-import io
 import logging
-import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 from PIL import Image
 
-from deployments.models.base import InputError
-from deployments.models.input_decoding import check_image_format
+from deployments.models.input_decoding import open_checked_image
 
 log = logging.getLogger(__name__)
 MAX_IMAGE_SIDE = 4096
 
 
 def open_image(raw: bytes, field: str = "image") -> Image.Image:
-    """An RGB PIL image from PNG/JPEG/WebP bytes (UnsupportedMediaType for other image formats,
-    InputError for anything that is not a decodable image of at most MAX_IMAGE_SIDE a side)."""
-    fmt = check_image_format(raw, field)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(raw), formats=[fmt]) as img:
-                if max(img.size) > MAX_IMAGE_SIDE:
-                    raise InputError(f"{field}: image {img.size[0]}x{img.size[1]} exceeds "
-                                     f"{MAX_IMAGE_SIDE} a side")
-                return img.convert("RGB")
-    except InputError:
-        raise
-    except Exception as exc:  # PIL raises many types for corrupt bytes
-        raise InputError(f"{field}: not a decodable image ({type(exc).__name__})") from None
+    """An RGB PIL image from PNG/JPEG/WebP bytes of at most MAX_IMAGE_SIDE a side
+    (`open_checked_image`: UnsupportedMediaType, InputError otherwise)."""
+    return open_checked_image(raw, field, MAX_IMAGE_SIDE, "RGB")
 
 
 class VisionEncoder:

@@ -52,15 +52,41 @@ def image_format(raw: bytes) -> str | None:
     return None
 
 
+def other_image_format(raw: bytes) -> str | None:
+    """The name of an image format refused by name (GIF, BMP, TIFF, HEIF/AVIF, ...), by its
+    signature; None: none known here."""
+    other = next((name for magic, name in OTHER_IMAGES if raw.startswith(magic)), None)
+    if other is None and raw[4:8] == b"ftyp":
+        return "HEIF/AVIF"
+    return other
+
+
+def open_checked_image(raw: bytes, field: str, max_side: int, mode: str) -> Image.Image:
+    """A PIL image in `mode` ("L", "RGB") from PNG/JPEG/WebP bytes: UnsupportedMediaType for
+    other image formats, InputError for anything that is not a decodable image of at most
+    `max_side` pixels a side (decompression bombs included)."""
+    fmt = check_image_format(raw, field)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(raw), formats=[fmt]) as img:
+                if max(img.size) > max_side:
+                    raise InputError(f"{field}: image {img.size[0]}x{img.size[1]} exceeds "
+                                     f"{max_side}x{max_side}")
+                return img.convert(mode)
+    except InputError:
+        raise
+    except Exception as exc:  # PIL raises many types for corrupt bytes
+        raise InputError(f"{field}: not a decodable image ({type(exc).__name__})") from None
+
+
 def check_image_format(raw: bytes, field: str) -> str:
     """The accepted format of `raw`, else UnsupportedMediaType (another image format, named)
     or InputError (no image format known here)."""
     found = image_format(raw)
     if found is not None:
         return found
-    other = next((name for magic, name in OTHER_IMAGES if raw.startswith(magic)), None)
-    if other is None and raw[4:8] == b"ftyp":
-        other = "HEIF/AVIF"
+    other = other_image_format(raw)
     if other is not None:
         raise UnsupportedMediaType(f"{field}: {other} images are not accepted; send {ALLOWED}")
     raise InputError(f"{field}: not a {ALLOWED} image (unrecognised bytes)")
@@ -110,22 +136,10 @@ def decode_image(value: Any, field: str, height: int, width: int) -> torch.Tenso
         raw = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise InputError(f"{field}: invalid base64 ({exc})") from None
-    fmt = check_image_format(raw, field)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(raw), formats=[fmt]) as img:
-                if max(img.size) > MAX_IMAGE_SIDE:
-                    raise InputError(f"{field}: image {img.size[0]}x{img.size[1]} exceeds "
-                                     f"{MAX_IMAGE_SIDE}x{MAX_IMAGE_SIDE}")
-                gray = img.convert("L")
-                if gray.size != (width, height):
-                    gray = gray.resize((width, height), Image.Resampling.BILINEAR)
-                data = bytes(gray.tobytes())
-    except InputError:
-        raise
-    except Exception as exc:  # PIL raises many types for corrupt bytes
-        raise InputError(f"{field}: not a decodable image ({type(exc).__name__})") from None
+    gray = open_checked_image(raw, field, MAX_IMAGE_SIDE, "L")
+    if gray.size != (width, height):
+        gray = gray.resize((width, height), Image.Resampling.BILINEAR)
+    data = bytes(gray.tobytes())
     pixels = torch.frombuffer(bytearray(data), dtype=torch.uint8).reshape(1, height, width)
     return pixels.float().div(255.0)
 

@@ -109,10 +109,9 @@ def plot_knobs(section: Mapping[str, Any], labels: Mapping[str, str], path: Path
                title: str = "") -> None:
     """Bars per run (live and each simulator kind): goodput, utility and goodput at the
     accuracy SLO, per second."""
-    import matplotlib
+    from bench.core.plot import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     figures = (("goodput_qps", "goodput (items/s)"), ("utility_qps", "utility / s"),
                ("accuracy_goodput_qps", "goodput at the accuracy SLO (items/s)"))
@@ -128,9 +127,4 @@ def plot_knobs(section: Mapping[str, Any], labels: Mapping[str, str], path: Path
                            fontsize=8)
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=7)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save(fig, path, title=title, dpi=100)

@@ -99,10 +99,9 @@ def table(rows: Sequence[dict[str, Any]], every_s: float = 10.0) -> str:
 
 def plot(rows: Sequence[dict[str, Any]], sent: Sequence[dict[str, float]], spec: BurstSpec,
          path: Any, title: str) -> None:
-    import matplotlib
+    from bench.core.plot import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     t = [r["t_s"] for r in rows]
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
@@ -124,9 +123,7 @@ def plot(rows: Sequence[dict[str, Any]], sent: Sequence[dict[str, float]], spec:
     for ax in (ax1, ax2):
         ax.axvspan(spec.warm_s, spec.warm_s + spec.burst_s, color="0.9", zorder=0)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
 
 
 def history_of(records: Sequence[GenRecord], tokens_per_image: int,

@@ -87,10 +87,9 @@ def _checks_lines(checks: dict[str, Any]) -> list[str]:
 
 
 def plot(out: dict[str, Any], path: Path) -> None:
-    import matplotlib
+    from bench.core.plot import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     slo = out["settings"]["slo_ms"]
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -113,10 +112,7 @@ def plot(out: dict[str, Any], path: Path) -> None:
     ax2.set_ylim(0, 1.05)
     fig.suptitle(f"Generation: mixed text / 1-8 image traffic with image bursts "
                  f"(commit {out['commit']})", fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path, dpi=110)
 
 
 def _cap(x: float | None, slo: float) -> float:

@@ -210,10 +210,9 @@ def _num(x: float | None) -> str:
 
 def plot(fig: dict[str, Any], title: str, path: Path) -> None:
     """Attainment per family over time, CPU per Serve process, drop per phase and family."""
-    import matplotlib
+    from bench.core.plot import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     tl = fig["timeline"]
     f, (ax_a, ax_c, ax_d) = plt.subplots(3, 1, figsize=(11, 10))
@@ -245,7 +244,4 @@ def plot(fig: dict[str, Any], title: str, path: Path) -> None:
     for ax in (ax_a, ax_c, ax_d):
         ax.legend(fontsize=7, loc="upper right")
     f.suptitle(title, fontsize=10)
-    f.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    f.savefig(path, dpi=100)
-    plt.close(f)
+    save(f, path, dpi=100)

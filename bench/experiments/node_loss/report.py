@@ -214,10 +214,9 @@ def table(rs: list[Row]) -> str:
 
 def plot(out: dict[str, Any], path: Path) -> None:
     """Each request's latency by send time (colour: status), /healthz status, the stop."""
-    import matplotlib
+    from bench.core.plot import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     t0 = out["stop_s"]
     fig, (ax, hx) = plt.subplots(2, 1, figsize=(9, 5), sharex=True,
@@ -239,7 +238,4 @@ def plot(out: dict[str, Any], path: Path) -> None:
     hx.set_xlabel(f"seconds after node {out['stopped']} was stopped")
     for a_ in (ax, hx):
         a_.axvline(0, color="red", lw=0.8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path, dpi=110)

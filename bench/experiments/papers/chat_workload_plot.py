@@ -28,10 +28,9 @@ from bench.core.result import Run
 
 
 def plot(summary: TraceSummary, burst_h: tuple[float, float], out: Path) -> None:
-    import matplotlib
+    from bench.core.plot import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     hours = summary.bin_start_s / 3600.0
     fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
@@ -50,9 +49,7 @@ def plot(summary: TraceSummary, burst_h: tuple[float, float], out: Path) -> None
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", fontsize=8)
     axes[0].set_title("One-day image-burst workload (grey: the image-driven burst)")
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
+    save(fig, out, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> int:

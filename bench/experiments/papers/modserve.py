@@ -183,10 +183,9 @@ CLASSES = (("ttft_p99_text_ms", "text_ttft_slo_ms", "text-only"),
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
-    import matplotlib
+    from bench.core.plot import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.ticker import NullFormatter
 
     fig, axes = plt.subplots(len(results), 3, figsize=(16, 3.9 * len(results)), squeeze=False)
@@ -203,10 +202,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
             ax.set_ylim(top=20 * r[slo_key])
             ax.legend(fontsize=7)
         _bars(row[2], name, r)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save(fig, path, dpi=100)
 
 
 def _bars(ax: Any, name: str, r: dict[str, Any]) -> None:

@@ -145,10 +145,9 @@ def table(results: dict[str, Any], args: argparse.Namespace) -> str:
 
 
 def plot(results: dict[str, Any], args: argparse.Namespace, path: Path) -> None:
-    import matplotlib
+    from bench.core.plot import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     n = len(results)
     fig, axes = plt.subplots(2 * n, 1, figsize=(10, 5.2 * n), squeeze=False,
@@ -176,10 +175,7 @@ def plot(results: dict[str, Any], args: argparse.Namespace, path: Path) -> None:
         lx.set(xlim=(0, 24), xlabel="hour of day", ylabel="k tokens/s")
         lx.set_xticks(range(0, 25, 2))
         lx.legend(fontsize=7, loc="upper right")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:

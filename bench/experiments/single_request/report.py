@@ -125,10 +125,9 @@ def report(out: dict[str, Any]) -> str:
 
 def plot(out: dict[str, Any], path: Path) -> None:
     """Goodput and attainment (of sent, of admitted) against offered load, per server."""
-    import matplotlib
+    from bench.core.plot import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     groups = {"app ramp": out["app"]["ramp"], "app 1x-3x": out["app"]["runs"]}
     if "torch" in out:
@@ -151,7 +150,4 @@ def plot(out: dict[str, Any], path: Path) -> None:
     ax_a.legend(fontsize=7)
     fig.suptitle(f"single /v1/classify requests, {out['settings']['family']}, SLO "
                  f"{out['settings']['slo_ms']:g} ms ({out['commit']})", fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save(fig, path, dpi=100)

@@ -21,16 +21,10 @@ from PIL import Image
 
 from deployments.ingress.chat.errors import ChatError
 from deployments.ingress.chat.schemas import ChatLimits
+from deployments.models.input_decoding import ALLOWED, image_format, other_image_format
 
-ALLOWED = "PNG, JPEG or WebP"
 MEDIA_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}
 DECLARED_OK = {"image/png", "image/jpeg", "image/jpg", "image/pjpeg", "image/webp"}
-# signatures of image formats refused by name (415); anything else unknown is not an image
-OTHER_IMAGES = ((b"GIF87a", "GIF"), (b"GIF89a", "GIF"), (b"BM", "BMP"), (b"II*\x00", "TIFF"),
-                (b"MM\x00*", "TIFF"), (b"%!PS", "PostScript/EPS"),
-                (b"\xc5\xd0\xd3\xc6", "EPS"), (b"%PDF", "PDF"), (b"\x00\x00\x01\x00", "ICO"),
-                (b"8BPS", "PSD"), (b"\x00\x00\x00\x0cjP  ", "JPEG 2000"), (b"qoif", "QOI"),
-                (b"\x76\x2f\x31\x01", "OpenEXR"))
 DATA_URL = re.compile(r"data:(?P<mime>[^;,]*)(?P<params>(?:;[^;,]*)*),(?P<data>.*)",
                       re.IGNORECASE | re.DOTALL)
 EXAMPLE = "data:image/png;base64,iVBORw0KGgo..."
@@ -47,25 +41,12 @@ class ImageInput:
     data: bytes = field(repr=False)
 
 
-def sniff(raw: bytes) -> str | None:
-    """PIL's name of an accepted format (PNG, JPEG, WEBP) by signature; None: not one."""
-    if raw.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "PNG"
-    if raw.startswith(b"\xff\xd8\xff"):
-        return "JPEG"
-    if raw[:4] == b"RIFF" and raw[8:12] == b"WEBP":
-        return "WEBP"
-    return None
-
-
 def read_image(url: str, index: int, param: str, limits: ChatLimits) -> ImageInput:
     """The image of an `image_url.url` (`param` names it in errors), checked against `limits`."""
     raw = _data_url_bytes(url, param, limits.max_image_bytes)
-    fmt = sniff(raw)
+    fmt = image_format(raw)
     if fmt is None:
-        other = next((name for magic, name in OTHER_IMAGES if raw.startswith(magic)), None)
-        if other is None and raw[4:8] == b"ftyp":
-            other = "HEIF/AVIF"
+        other = other_image_format(raw)
         if other is not None:
             raise ChatError("unsupported_media_type", f"{param}: {other} images are not "
                             f"accepted; send {ALLOWED}", param)

@@ -157,10 +157,9 @@ def summary(rows: Sequence[Row], sources: Mapping[str, str]) -> dict[str, Any]:
 
 
 def plot(rows: Sequence[Row], png: Path) -> None:
-    import matplotlib
+    from bench.core.plot import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     labels = [f"{r.knob}\n{r.state} {r.load}" for r in rows]
     x = range(len(rows))
@@ -178,10 +177,7 @@ def plot(rows: Sequence[Row], png: Path) -> None:
     axes[1].set_xticks(list(x), labels, fontsize=8)
     fig.suptitle("simulator vs live, three knobs, single requests, 1x and 2x capacity, "
                  "quiet and busy machine")
-    fig.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, png, dpi=110)
 
 
 def repeat_table(first: Sequence[Row], again: Sequence[Row]) -> tuple[str, list[dict[str, Any]]]:

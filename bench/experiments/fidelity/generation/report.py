@@ -59,10 +59,9 @@ def table(runs: list[dict[str, Any]]) -> str:
 
 def plot(runs: list[dict[str, Any]], burst: dict[str, Any] | None, demo: dict[str, Any] | None,
          path: Path) -> None:
-    import matplotlib
+    from bench.core.plot import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     systems = list(ABLATION)
     fig, grid = plt.subplots(2, 3, figsize=(13, 7.5))
@@ -106,10 +105,7 @@ def plot(runs: list[dict[str, Any]], burst: dict[str, Any] | None, demo: dict[st
         ax.legend(fontsize=7)
     for ax in axes[len(systems) + (1 if burst else 0):]:
         ax.axis("off")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path, dpi=110)
 
 
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:

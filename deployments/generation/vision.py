@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from PIL import Image
 
-from deployments.models.input_decoding import open_checked_image
+from deployments.models.image_bytes import open_checked_image
 
 log = logging.getLogger(__name__)
 MAX_IMAGE_SIDE = 4096

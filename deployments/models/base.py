@@ -13,19 +13,9 @@ from typing import Any
 
 import torch
 
+# the contract's input errors (defined torch-free, for the ingress): importable from here
+from deployments.models.input_errors import InputError, UnsupportedMediaType  # noqa: F401
 from policies.types import Variant
-
-
-class InputError(ValueError):
-    """A request's inputs are invalid; the message names the field and the problem (-> HTTP 4xx)."""
-
-    problem = "invalid_input"  # the ErrorResponse type (deployments/ingress/errors.py)
-
-
-class UnsupportedMediaType(InputError):
-    """An input in a format the server does not take, e.g. a GIF image (-> HTTP 415)."""
-
-    problem = "unsupported_media_type"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from deployments.decode import decode_items
 from deployments.ingress.config import HttpConfig
 from deployments.ingress.errors import STATUS_BY_TYPE
 from deployments.models.base import InputError, UnsupportedMediaType
-from deployments.models.input_decoding import check_image_format, decode_image, image_format
+from deployments.models.image_bytes import check_image_format, image_format
+from deployments.models.input_decoding import decode_image
 from tests.helpers.classify_http import BODY, client, keyed_client, shed
 from tests.helpers.images import image_bytes
 

@@ -21,7 +21,7 @@ from PIL import Image
 
 from deployments.ingress.chat.errors import ChatError
 from deployments.ingress.chat.schemas import ChatLimits
-from deployments.models.input_decoding import ALLOWED, image_format, other_image_format
+from deployments.models.image_bytes import ALLOWED, image_format, other_image_format
 
 MEDIA_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}
 DECLARED_OK = {"image/png", "image/jpeg", "image/jpg", "image/pjpeg", "image/webp"}

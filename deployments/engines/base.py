@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from deployments.engines.sampling import Sampling
+
 FinishReason = Literal["stop", "length", "abort"]
 
 
@@ -34,6 +36,7 @@ class GenerationRequest:
     max_tokens: int
     images: tuple[Any, ...] = field(default=(), repr=False)
     priority: int = 0
+    sampling: Sampling = Sampling()  # greedy unless the request asked otherwise
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:

@@ -1,4 +1,5 @@
-"""The transformers engine: a LLaVA-style model's greedy decode with a KV cache, streamed token by
+"""The transformers engine: a LLaVA-style model's decode with a KV cache (greedy or sampled as the
+request's `Sampling` says, stop sequences held back until recognised), streamed token by
 token, for models vLLM does not take (and as the reference the vLLM engine is tested against).
 
 One request runs at a time (no batching), lowest priority value first. Each model step runs on
@@ -26,7 +27,9 @@ from deployments.engines.base import (
     PromptTooLong,
     TokenDelta,
 )
+from deployments.engines.choose_token import choose_token, generator_for
 from deployments.engines.model_dir import read_model_dir
+from deployments.engines.sampling import Sampling, cut_at_stop
 from deployments.engines.turns import Turns
 
 log = logging.getLogger(__name__)
@@ -89,21 +92,29 @@ class TransformersEngine:
             raise PromptTooLong(f"prompt of {len(ids)} tokens + max_tokens {request.max_tokens} "
                                 f"exceeds the context of {self.info.max_model_len}")
         loop = asyncio.get_running_loop()
+        sampling = request.sampling
+        generator = generator_for(sampling)
         await self._turns.acquire(request.priority)
         try:
-            run = await loop.run_in_executor(self._pool, self._prefill, ids, request.images)
-            text = ""
-            eos = self._tok.eos_token_id
+            run = await loop.run_in_executor(self._pool, self._prefill, ids, request.images,
+                                             sampling, generator)
+            sent = ""  # text streamed so far
+            eos = None if sampling.ignore_eos else self._tok.eos_token_id
             while True:
-                finished = run.token == eos or len(run.ids) >= request.max_tokens
                 full = self._tok.decode(run.ids, skip_special_tokens=True)
-                delta, text = full[len(text):], full
-                if finished:
-                    reason = "stop" if run.token == eos else "length"
-                    yield TokenDelta(delta, (run.token,), True, reason, len(ids), len(run.ids))
+                cut = cut_at_stop(full, sampling.stop) if sampling.stop else None
+                if cut is not None or run.token == eos or len(run.ids) >= request.max_tokens:
+                    reason = "length" if cut is None and run.token != eos else "stop"
+                    end = len(full) if cut is None else max(cut, len(sent))
+                    yield TokenDelta(full[len(sent):end], (run.token,), True, reason, len(ids),
+                                     len(run.ids))
                     return
+                ready = len(full) - sampling.held_back_chars()
+                delta = full[len(sent):ready] if ready > len(sent) else ""
+                sent += delta
                 yield TokenDelta(delta, (run.token,))
-                run = await loop.run_in_executor(self._pool, self._step, run)
+                run = await loop.run_in_executor(self._pool, self._step, run, sampling,
+                                                 generator)
         finally:
             self._turns.release()
 
@@ -120,7 +131,8 @@ class TransformersEngine:
         return torch.cat(list(feats))
 
     @torch.inference_mode()
-    def _prefill(self, ids: list[int], images: tuple[Any, ...]) -> _Run:
+    def _prefill(self, ids: list[int], images: tuple[Any, ...], sampling: Sampling,
+                 generator: torch.Generator | None) -> _Run:
         from transformers import DynamicCache
 
         input_ids = torch.tensor([ids])
@@ -134,14 +146,16 @@ class TransformersEngine:
             emb = emb.masked_scatter(mask, feats.to(emb.dtype))
         out = self._model.model.language_model(inputs_embeds=emb, past_key_values=DynamicCache(),
                                                use_cache=True)
-        token = int(self._model.lm_head(out.last_hidden_state[:, -1]).argmax(-1))
+        logits = self._model.lm_head(out.last_hidden_state[:, -1])
+        token = choose_token(logits, sampling, [], generator)
         return _Run(out.past_key_values, token, [token])
 
     @torch.inference_mode()
-    def _step(self, run: _Run) -> _Run:
+    def _step(self, run: _Run, sampling: Sampling, generator: torch.Generator | None) -> _Run:
         out = self._model.model.language_model(input_ids=torch.tensor([[run.token]]),
                                                past_key_values=run.cache, use_cache=True)
-        token = int(self._model.lm_head(out.last_hidden_state[:, -1]).argmax(-1))
+        logits = self._model.lm_head(out.last_hidden_state[:, -1])
+        token = choose_token(logits, sampling, run.ids, generator)
         return _Run(out.past_key_values, token, [*run.ids, token])
 
     async def abort(self, request_id: str) -> None:

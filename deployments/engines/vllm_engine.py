@@ -102,7 +102,13 @@ class VllmEngine:
         if n + request.max_tokens > self.settings.max_model_len:
             raise PromptTooLong(f"prompt of {n} tokens + max_tokens {request.max_tokens} "
                                 f"exceeds the context of {self.settings.max_model_len}")
-        params = SamplingParams(max_tokens=request.max_tokens, temperature=0.0,
+        sampling = request.sampling
+        params = SamplingParams(max_tokens=request.max_tokens, temperature=sampling.temperature,
+                                top_p=sampling.top_p, top_k=sampling.top_k, seed=sampling.seed,
+                                stop=list(sampling.stop) or None,
+                                presence_penalty=sampling.presence_penalty,
+                                frequency_penalty=sampling.frequency_penalty,
+                                ignore_eos=sampling.ignore_eos,
                                 output_kind=RequestOutputKind.DELTA)
         prompt_tokens, completion = n, 0
         stream = self._llm.generate(self._prompt(request), params, request.request_id,

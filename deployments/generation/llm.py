@@ -115,7 +115,8 @@ class LLMBackend(ReportsPendingTokens):
             return
         key = call.deadline_s if self.settings.priority == "deadline" else call.arrival_s
         request = GenerationRequest(call.request_id, call.prompt, call.max_tokens,
-                                    pixels_or_embeds, priority_of(key, self.epoch_s))
+                                    pixels_or_embeds, priority_of(key, self.epoch_s),
+                                    call.sampling)
         try:
             async for d in self.engine.generate(request):
                 yield GenChunk(d.text, len(d.token_ids), d.finished, d.finish_reason,

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from deployments.engines.sampling import Sampling
 from deployments.generation.stage_messages import EncodedImage, GenChunk, GenerateCall, ImageCall
 from policies.generation.image_split import image_groups
 
@@ -38,6 +39,7 @@ class ChatJob:
     max_tokens: int
     arrival_s: float
     ttft_deadline_s: float
+    sampling: Sampling = Sampling()
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class GenerationPipeline:
         route = job.prompt_tokens if self.count_image_tokens else job.prompt_tokens - image_tokens
         return GenerateCall(job.request_id, job.prompt, job.max_tokens, job.arrival_s,
                             job.ttft_deadline_s, job.prompt_tokens, len(job.images),
-                            route_tokens=route)
+                            route_tokens=route, sampling=job.sampling)
 
     async def run(self, job: ChatJob) -> AsyncIterator[GenChunk]:
         call = self.call_of(job)

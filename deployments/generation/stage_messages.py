@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from deployments.engines.sampling import Sampling
+
 ImageStatus = Literal["ok", "deadline_exceeded", "invalid_input", "unsupported_media_type",
                       "overloaded", "error"]
 ChunkStatus = Literal["ok", "deadline_exceeded", "invalid_request", "overloaded", "unavailable",
@@ -49,6 +51,7 @@ class GenerateCall:
     prompt_tokens: int  # image tokens included
     num_images: int
     route_tokens: int = 0  # the LLM router's cost (text [+ image] prompt tokens)
+    sampling: Sampling = Sampling()  # how the engine chooses tokens (greedy by default)
 
 
 @dataclass(frozen=True)

@@ -64,8 +64,9 @@ def examples() -> dict[str, list[tuple[str, list[bytes], str]]]:
 
 
 def ask(client: Any, text: str, pngs: list[bytes], **kw: Any) -> Any:
+    """Greedy unless `kw` says otherwise."""
     return client.chat.completions.create(model=CHAT_MODEL, messages=message(text, pngs),
-                                          max_tokens=12, temperature=0, **kw)
+                                          max_tokens=12, **{"temperature": 0, **kw})
 
 
 def test_models_list_the_vlm(client: Any) -> None:
@@ -134,6 +135,25 @@ def test_bad_input_is_a_clear_4xx(server: Server, content: Any, status: int, cod
     r = server.post("/v1/chat/completions", body)
     assert r.status_code == status, r.text
     assert r.json()["error"]["code"] == code
+
+
+def test_a_standard_clients_sampling_is_served(client: Any, examples: Any) -> None:
+    """What LangChain's ChatOpenAI and the OpenAI SDK send by default (temperature 0.7, top_p)
+    is served; the same seed gives the same answer; a stop sequence found in the greedy answer
+    ends it there (finish reason "stop")."""
+    text, pngs, _ = examples["sequence"][0]
+    kw = {"temperature": 0.7, "top_p": 0.95, "seed": 1234}
+    first, again = ask(client, text, pngs, **kw), ask(client, text, pngs, **kw)
+    assert first.choices[0].message.content == again.choices[0].message.content
+    assert first.choices[0].finish_reason in ("stop", "length")
+    greedy = client.chat.completions.create(
+        model=CHAT_MODEL, messages=message(text, pngs), max_tokens=12,
+        extra_body={"ignore_eos": True}).choices[0].message.content
+    stop = greedy[len(greedy) // 2:len(greedy) // 2 + 1]
+    cut = client.chat.completions.create(
+        model=CHAT_MODEL, messages=message(text, pngs), max_tokens=12, stop=[stop],
+        extra_body={"ignore_eos": True}).choices[0]
+    assert (cut.message.content, cut.finish_reason) == (greedy[:greedy.find(stop)], "stop")
 
 
 def test_unknown_model_and_too_many_images(server: Server, examples: Any) -> None:

@@ -154,3 +154,55 @@ async def text_of(engine: Any, rid: str, prompt: str, images: tuple[Any, ...]) -
     async for d in engine.generate(GenerationRequest(rid, prompt, 12, images=images)):
         out += d.text
     return out
+
+
+async def run_sampled(engine: Any, rid: str, prompt: str, max_tokens: int,
+                      sampling: Any) -> tuple[list[int], str, str | None]:
+    """(token ids, text, finish reason) of one request with its `Sampling`."""
+    from deployments.engines import GenerationRequest
+
+    ids: list[int] = []
+    text, reason = "", None
+    async for d in engine.generate(GenerationRequest(rid, prompt, max_tokens,
+                                                     sampling=sampling)):
+        ids.extend(d.token_ids)
+        text += d.text
+        reason = d.finish_reason if d.finished else reason
+    return ids, text, reason
+
+
+def test_same_seed_same_tokens_and_sampling_samples(engines: Any, model_dir: str,
+                                                    loop: Any) -> None:
+    """On each engine: a sampled request with a seed gives the same tokens twice; the seeds
+    differ in what they draw (temperature 2 on a random-init or trained model's logits)."""
+    from deployments.engines.sampling import Sampling
+
+    prompt = requests(model_dir, 1)[-1][0]
+    for name, engine in zip(("transformers", "vllm"), engines, strict=True):
+        runs = {seed: [loop.run_until_complete(run_sampled(
+            engine, f"{name}-s{seed}-{k}", prompt, 16,
+            Sampling(temperature=2.0, seed=seed)))[0] for k in range(2)] for seed in range(4)}
+        for seed, (a, b) in runs.items():
+            assert a == b, (name, seed)
+        assert len({tuple(a) for a, _ in runs.values()}) > 1, (name, runs)
+
+
+def test_stop_sequences_and_ignore_eos(engines: Any, model_dir: str, loop: Any) -> None:
+    """Both engines end the answer before a stop sequence found in the greedy answer (finish
+    reason "stop", the sequence not sent), and with ignore_eos generate max_tokens tokens."""
+    from deployments.engines.sampling import Sampling
+
+    prompt = requests(model_dir, 1)[-1][0]
+    hf, vl = engines
+    _, full, _ = loop.run_until_complete(run_sampled(hf, "full", prompt, 24,
+                                                     Sampling(ignore_eos=True)))
+    assert len(full) >= 4, full
+    stop = full[len(full) // 2:len(full) // 2 + 2]
+    expected = full[:full.find(stop)]
+    for name, engine in (("transformers", hf), ("vllm", vl)):
+        ids, text, reason = loop.run_until_complete(run_sampled(
+            engine, f"{name}-stop", prompt, 24, Sampling(stop=(stop,), ignore_eos=True)))
+        assert (text, reason) == (expected, "stop"), (name, full, stop)
+        ids, _, reason = loop.run_until_complete(run_sampled(
+            engine, f"{name}-eos", prompt, 24, Sampling(ignore_eos=True)))
+        assert (len(ids), reason) == (24, "length"), name

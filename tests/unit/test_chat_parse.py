@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from deployments.engines.sampling import Sampling
 from deployments.ingress.chat.errors import ChatError
 from deployments.ingress.chat.messages import ImageSlot, TextSlot
 from deployments.ingress.chat.parse import ContextCheck, parse_chat, template_messages
@@ -210,9 +211,9 @@ def test_ttft_slo_below_the_fastest_possible() -> None:
 
 @pytest.mark.parametrize("fields, code, param, words", [
     ({"logprobs": True}, "unknown_parameter", "logprobs", "unrecognized request argument"),
-    ({"temperature": 0.7}, "unsupported_value", "temperature", "decodes greedily"),
     ({"n": 2}, "unsupported_value", "n", "one choice"),
-    ({"stop": ["\n"]}, "unsupported_value", "stop", "stop sequences"),
+    ({"stop": [""]}, "invalid_request", "stop", "empty stop sequence"),
+    ({"stop": ["x" * 257]}, "invalid_request", "stop", "1..256 characters"),
     ({"stream_options": {"include_usage": True}}, "invalid_request", "stream_options",
      "only allowed when stream is true"),
     ({"max_tokens": 4, "max_completion_tokens": 5}, "invalid_request",
@@ -225,6 +226,32 @@ def test_parameters_we_cannot_honour(fields: dict[str, Any], code: str, param: s
     err = refused(body(**fields))
     assert (err.status, err.code, err.param) == (400, code, param)
     assert words in err.message
+
+
+@pytest.mark.parametrize("fields, param", [
+    ({"temperature": 2.5}, "temperature"), ({"temperature": "0.7"}, "temperature"),
+    ({"top_p": 0}, "top_p"), ({"top_k": -2}, "top_k"), ({"presence_penalty": 3}, "presence_penalty"),
+    ({"frequency_penalty": -2.5}, "frequency_penalty"), ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
+    ({"seed": 1.5}, "seed"),
+])
+def test_sampling_values_out_of_range(fields: dict[str, Any], param: str) -> None:
+    err = refused(body(**fields))
+    assert (err.status, err.param) == (400, param), err.message
+
+
+def test_sampling_reaches_the_request_as_asked() -> None:
+    """What a standard client sends (LangChain's ChatOpenAI: temperature 0.7) is served."""
+    req = parse_chat(body(temperature=0.7, top_p=0.9, top_k=40, seed=7, stop="\n",
+                          presence_penalty=0.5, frequency_penalty=-0.5, ignore_eos=True),
+                     LIMITS, MODELS)
+    assert req.sampling == Sampling(temperature=0.7, top_p=0.9, top_k=40, seed=7, stop=("\n",),
+                                    presence_penalty=0.5, frequency_penalty=-0.5,
+                                    ignore_eos=True)
+    assert not req.sampling.greedy
+    assert parse_chat(body(temperature=1), LIMITS, MODELS).sampling.temperature == 1.0
+    # absent, and vLLM's "no cut" top_k -1: greedy, no cut
+    plain = parse_chat(body(top_k=-1, stop=["a", "bc"]), LIMITS, MODELS).sampling
+    assert plain.greedy and plain.top_k == 0 and plain.stop == ("a", "bc")
 
 
 def test_unknown_parameter_names_the_accepted_ones() -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from deployments.engines.sampling import Sampling
 from deployments.ingress.chat.errors import ChatError, from_validation
 from deployments.ingress.chat.images import ImageInput, read_image
 from deployments.ingress.chat.messages import ImageSlot, Turn, parse_messages
@@ -60,7 +61,7 @@ class ChatRequest:
     stream: bool
     include_usage: bool
     ttft_slo_ms: float
-    ignore_eos: bool = False
+    sampling: Sampling = Sampling()  # greedy unless the request asks otherwise
     prompt: str | None = field(default=None, repr=False)  # rendered, when a ContextCheck ran
     prompt_tokens: int | None = None  # image tokens included, when a ContextCheck ran
 
@@ -83,6 +84,7 @@ def parse_chat(body: bytes | Mapping[str, Any], limits: ChatLimits, known_models
         raise ChatError("model_not_found", f"model {wire.model!r} is not served by "
                         f"/v1/chat/completions; valid: {list(known_models)}", "model")
     _check_parameters(wire)
+    sampling = _sampling(wire)
     turns, refs = parse_messages(wire.messages, limits)
     slo_ms = _ttft_slo_ms(wire, headers or {}, limits)
     images = tuple(read_image(r.url, r.index, r.param, limits) for r in refs)
@@ -103,7 +105,7 @@ def parse_chat(body: bytes | Mapping[str, Any], limits: ChatLimits, known_models
         request_id=request_id or f"chatcmpl-{uuid.uuid4().hex}", model=wire.model,
         turns=turns, images=images, max_tokens=max_tokens, stream=bool(wire.stream),
         include_usage=bool(options and options.include_usage), ttft_slo_ms=slo_ms,
-        ignore_eos=wire.ignore_eos, prompt=prompt, prompt_tokens=prompt_tokens)
+        sampling=sampling, prompt=prompt, prompt_tokens=prompt_tokens)
 
 
 def _validated(body: bytes | Mapping[str, Any], json_limits: JsonLimits) -> ChatCompletionRequest:
@@ -123,16 +125,10 @@ def _validated(body: bytes | Mapping[str, Any], json_limits: JsonLimits) -> Chat
 
 def _check_parameters(wire: ChatCompletionRequest) -> None:
     """What the schema takes but this server cannot honour."""
-    if wire.temperature:
-        raise ChatError("unsupported_value", f"temperature {wire.temperature:g} is not "
-                        "supported: this server decodes greedily (the same request always "
-                        "gives the same answer); send 0 or leave it out", "temperature")
     if wire.n not in (None, 1):
-        raise ChatError("unsupported_value", f"n {wire.n}: one choice per request only "
-                        "(decoding is greedy: more would be copies)", "n")
-    if wire.stop:
-        raise ChatError("unsupported_value", "stop sequences are not supported; send null or "
-                        "leave `stop` out", "stop")
+        raise ChatError("unsupported_value", f"n {wire.n}: one choice per request only; send "
+                        "n 1 or leave it out, and send several requests for several answers",
+                        "n")
     if wire.stream_options is not None and not wire.stream:
         raise ChatError("invalid_request", "stream_options is only allowed when stream is "
                         "true", "stream_options")
@@ -180,6 +176,25 @@ def _count(turns: tuple[Turn, ...], num_images: int, context: ContextCheck) -> t
                         f"included); the model's context is {context.context_len} tokens, "
                         "which must also hold at least one generated token", "messages")
     return prompt, tokens
+
+
+def _sampling(wire: ChatCompletionRequest) -> Sampling:
+    """The request's `Sampling` (the schema has checked each field's range): absent fields
+    keep greedy decoding, `stop` as a tuple (a string is one sequence), `top_k` -1 (vLLM's
+    "no cut") as 0."""
+    stop = (wire.stop,) if isinstance(wire.stop, str) else tuple(wire.stop or ())
+    if any(not s for s in stop):
+        raise ChatError("invalid_request", "stop: an empty stop sequence would end every answer "
+                        "at once; leave it out", "stop")
+    try:
+        return Sampling(temperature=wire.temperature or 0.0,
+                        top_p=1.0 if wire.top_p is None else wire.top_p,
+                        top_k=max(0, wire.top_k or 0), seed=wire.seed, stop=stop,
+                        presence_penalty=wire.presence_penalty or 0.0,
+                        frequency_penalty=wire.frequency_penalty or 0.0,
+                        ignore_eos=wire.ignore_eos)
+    except ValueError as exc:  # what the schema cannot say alone (e.g. a stop too long)
+        raise ChatError("invalid_request", str(exc), "stop") from None
 
 
 def _max_tokens(wire: ChatCompletionRequest, limits: ChatLimits, room: int | None,

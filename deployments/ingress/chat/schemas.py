@@ -6,15 +6,13 @@ Fields taken (anything else is a 400 `unknown_parameter` naming it):
   `text` and, in user messages, `image_url` parts with data URLs);
 - `max_completion_tokens` or its older name `max_tokens` (1..`ChatLimits.max_tokens`);
 - `stream`, `stream_options.include_usage`;
-- `temperature`: 0 or absent only. Decoding is greedy (the same request always gives the same
-  answer), so a non-zero temperature is refused (400 `unsupported_value`) rather than silently
-  ignored: a client asking for sampling would get statistics it did not ask for. OpenAI's API
-  refuses sampling values its reasoning models cannot honour the same way.
-- `top_p` (0 < top_p <= 1), `seed`, `user`: accepted and without effect: the most likely token
-  is inside every nucleus, greedy decoding needs no seed, `user` is the client's label;
-- `n`: 1 only; `stop`: null or [] only (no stop sequences);
-- `ignore_eos` (vLLM's extension, sent by `vllm bench serve --ignore-eos`): generate
-  `max_tokens` tokens whatever the model says;
+- sampling, passed to the engine as `deployments/engines/sampling.py` says: `temperature`
+  (0..2; absent or 0: greedy, the same request always gives the same answer), `top_p`
+  (0 < top_p <= 1), `top_k` (vLLM's extension; 0 or -1: no cut), `seed` (the same seed, the
+  same tokens), `stop` (a string or up to 4), `presence_penalty` and `frequency_penalty`
+  (-2..2), `ignore_eos` (vLLM's extension, sent by `vllm bench serve --ignore-eos`: generate
+  `max_tokens` tokens whatever the model says); `user`: the client's label, no effect;
+- `n`: 1 only (a 400 naming it otherwise: one choice per request);
 - `slo.ttft_ms` (ours): the time-to-first-token SLO in ms from arrival; the header
   `X-Adaptserve-TTFT-SLO-Ms` says the same for clients that cannot add body fields; absent:
   `ChatLimits.default_ttft_slo_ms`.
@@ -118,12 +116,19 @@ class ChatCompletionRequest(BaseModel):
     stream: bool | None = Field(default=False, strict=True)
     stream_options: StreamOptions | None = None
     temperature: float | None = Field(default=None, ge=0, le=2, strict=True,
-                                      description="0 or absent: decoding is greedy")
+                                      description="0 or absent: greedy decoding")
     top_p: float | None = Field(default=None, gt=0, le=1, strict=True,
-                                description="accepted, without effect (greedy)")
+                                description="nucleus sampling")
+    top_k: int | None = Field(default=None, ge=-1, strict=True,
+                              description="vLLM's extension: the k most likely tokens only "
+                                          "(0 or -1: no cut)")
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2, strict=True)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2, strict=True)
     n: int | None = Field(default=None, strict=True, description="1 only")
-    stop: str | list[str] | None = Field(default=None, description="null or [] only")
-    seed: int | None = Field(default=None, strict=True, description="accepted, no effect")
+    stop: str | list[str] | None = Field(default=None, max_length=4,
+                                         description="up to 4 sequences the answer ends before")
+    seed: int | None = Field(default=None, strict=True,
+                             description="the same seed gives the same tokens")
     user: str | None = Field(default=None, strict=True, description="accepted, no effect")
     ignore_eos: bool = Field(default=False, strict=True,
                              description="vLLM's extension: generate max_tokens tokens")

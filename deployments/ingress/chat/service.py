@@ -79,7 +79,7 @@ class ChatService:
         assert req.prompt is not None and req.prompt_tokens is not None
         job = ChatJob(req.request_id, req.prompt, req.prompt_tokens,
                       tuple(i.data for i in req.images), req.max_tokens, arrival.time_s,
-                      arrival.time_s + req.ttft_slo_ms / 1000.0)
+                      arrival.time_s + req.ttft_slo_ms / 1000.0, req.sampling)
         chunks = self.model.pipeline.run(job).__aiter__()
         wait_s = max(0.0, job.ttft_deadline_s - time.time()) + self.limits.ttft_grace_s
         try:  # the deadline holds even where a stage never answers (no live replica)

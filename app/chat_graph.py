@@ -92,6 +92,10 @@ def bind_chat(g: GenerationConfig, files: ModelFiles, actor_options: Any,
     `profiles_dir`: where the stage profile is (autoscaling capacities); `root`: what a
     relative `history` path is relative to (default: the working directory)."""
     engine_settings = {**g.engine_settings, "max_model_len": context_len(g, files)}
+    if g.engine == "vllm" and engine_settings.get("engine_kwargs"):
+        from deployments.engines.engine_args import check_engine_kwargs, vllm_arg_names
+
+        check_engine_kwargs(engine_settings["engine_kwargs"], vllm_arg_names())
     scaling = chat_scaling(g, files, profiles_dir, root or Path.cwd())
     llm = _deployment(LLMBackend).options(
         **scaling["llm"], max_ongoing_requests=g.llm.max_ongoing_requests,

@@ -33,11 +33,9 @@ def make_engine(kind: str, model_dir: str | Path, settings: dict[str, Any] | Non
 
         return VllmEngine(model_dir, VllmSettings(**settings))
     if kind == "transformers":
+        from deployments.engines.engine_args import check_engine_settings
         from deployments.engines.hf import TransformersEngine
 
-        unknown = set(settings) - {"max_model_len"}
-        if unknown:
-            raise ValueError(f"unknown transformers engine settings {sorted(unknown)}; "
-                             "valid: ['max_model_len']")
+        check_engine_settings(kind, settings)
         return TransformersEngine(model_dir, settings.get("max_model_len"))
     raise ValueError(f"unknown engine {kind!r}; valid: {list(ENGINE_KINDS)}")

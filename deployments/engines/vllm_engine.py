@@ -38,6 +38,9 @@ class VllmSettings(BaseModel):
     gpu_memory_utilization: float = Field(0.3, gt=0, le=1)  # CUDA only
     dtype: str = "float32"
     enforce_eager: bool = True
+    # vLLM's own AsyncEngineArgs, passed through unchanged (tensor_parallel_size, quantization,
+    # kv_cache_dtype, enable_prefix_caching, ...); checked at config load (engine_args.py)
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
 
 
 class VllmEngine:
@@ -65,7 +68,7 @@ class VllmEngine:
             enforce_eager=s.enforce_eager, enable_mm_embeds=True,
             limit_mm_per_prompt={"image": s.max_images}, scheduling_policy="priority",
             max_num_seqs=s.max_num_seqs, gpu_memory_utilization=s.gpu_memory_utilization,
-            disable_log_stats=True)
+            disable_log_stats=True, **s.engine_kwargs)
         self._tok = AutoTokenizer.from_pretrained(self._facts.path)
         token = self._tok.convert_ids_to_tokens(self._facts.image_token_id)
         self.info = EngineInfo(**{**self.info.__dict__, "image_token": token})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from deployments.config import StrictConfig
 from deployments.generation.stage_config import EncoderStageConfig, LLMStageConfig
@@ -24,7 +24,9 @@ class GenerationConfig(StrictConfig):
     engine: Literal["vllm", "transformers"] = "vllm"
     engine_settings: dict[str, Any] = Field(
         default_factory=dict, description="the engine's own settings (vLLM: max_model_len, "
-                                          "max_num_seqs, kv_cache_gib, ...)")
+                                          "max_num_seqs, kv_cache_gib, dtype, enforce_eager, "
+                                          "max_images, gpu_memory_utilization, and "
+                                          "engine_kwargs: AsyncEngineArgs passed through)")
     architecture: Literal["decoder_only", "cross_attention"] = Field(
         "decoder_only", description="LLM routing cost: text + image tokens (decoder-only) or "
                                     "text tokens only (cross-attention)")
@@ -43,3 +45,13 @@ class GenerationConfig(StrictConfig):
         None, description="a past run's workload (JSON, policies/autoscaling/history.py): the "
                           "autoscaled stages' initial sizes (ModServe 4.2); none or no such "
                           "file: each stage's own initial count")
+
+    @model_validator(mode="after")
+    def _engine_settings_fit_the_engine(self) -> GenerationConfig:
+        """Misspelt or out-of-range engine settings fail the config, not a replica later
+        (vLLM's engine_kwargs are checked against its fields by the builder, which may import
+        vllm: app/chat_graph.py)."""
+        from deployments.engines.engine_args import check_engine_settings
+
+        check_engine_settings(self.engine, self.engine_settings)
+        return self

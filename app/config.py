@@ -52,12 +52,19 @@ class AppConfig(StrictConfig):
     paths: PathsConfig = Field(default_factory=PathsConfig, description="artifact directories")
     controller: ControllerConfig = Field(default_factory=ControllerConfig,
                                          description="control plane settings")
-    classifiers: list[ClassifierConfig] = Field(min_length=1,
-                                                description="one Serve deployment per family")
+    classifiers: list[ClassifierConfig] = Field(
+        default_factory=list, description="one Serve deployment per family ([]: chat only)")
     generation: GenerationConfig | None = Field(
         default=None, description="the VLM behind /v1/chat/completions (none: classify only)")
     ensure_artifacts: bool = Field(
         default=True, description="train and profile missing models when the app is built")
+
+    @model_validator(mode="after")
+    def _serves_something(self) -> AppConfig:
+        if not self.classifiers and self.generation is None:
+            raise ValueError("the app serves nothing: give `classifiers` (classify families) "
+                             "or `generation` (a chat model), or both")
+        return self
 
     @model_validator(mode="after")
     def _unique_names(self) -> AppConfig:

@@ -1,0 +1,73 @@
+"""The run behind tests/integration/test_chat_only_app.py, in a process of its own (its own
+local Ray, never the session's shared app):
+
+    python -m tests.integration.chat_only_run MODEL_DIR OUT.json
+
+An app with `classifiers: []` and a `generation:` section (MODEL_DIR, the transformers engine,
+monolith: it starts in seconds) deployed with `serve.run(build_app(args))`; every route's
+answer (status and JSON) written to OUT."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+APP = "adaptserve-chat-only"
+
+
+def args(model_dir: str) -> dict[str, Any]:
+    return {"classifiers": [], "ensure_artifacts": True,
+            "http": {"ray_actor_options": {"num_cpus": 0.1}},
+            "generation": {"model_dir": model_dir, "engine": "transformers",
+                           "mode": "monolith", "llm": {"ray_actor_options": {"num_cpus": 0.5}}}}
+
+
+def answers(url: str) -> dict[str, Any]:
+    from bench.core.http import get, post_json
+
+    def seen(resp: Any) -> dict[str, Any]:
+        try:
+            body = resp.json()
+        except ValueError:
+            body = resp.text[:500]
+        return {"status": resp.status_code, "body": body}
+
+    chat = {"model": "vlm", "max_tokens": 4,
+            "messages": [{"role": "user", "content": "what is 2 + 3?"}]}
+    return {"healthz": seen(get(url + "/healthz")),
+            "models": seen(get(url + "/v1/models")),
+            "status": seen(get(url + "/v1/status")),
+            "chat": seen(post_json(url + "/v1/chat/completions", chat, timeout_s=120.0)),
+            "classify": seen(post_json(url + "/v1/classify",
+                                       {"model": "family", "inputs": {"image": "AA=="},
+                                        "slo": {"latency_ms": 500}})),
+            "metrics": {"status": get(url + "/metrics").status_code}}
+
+
+def main(model_dir: str, out: Path) -> int:
+    from ray import serve
+
+    from app.builder import build_app
+    from bench.core.http import free_port
+    from bench.core.serve import start_ray, stop_ray, wait_healthy
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    start_ray(port, 2, temp_dir=tempfile.mkdtemp(prefix="chat-only-"))
+    try:
+        t = time.time()
+        serve.run(build_app(args(model_dir)), name=APP, route_prefix="/", blocking=False)
+        wait_healthy(url + "/healthz", timeout_s=300.0)
+        result = {"deploy_s": round(time.time() - t, 1), **answers(url)}
+    finally:
+        stop_ray()
+    out.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], Path(sys.argv[2])))

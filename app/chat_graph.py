@@ -51,10 +51,7 @@ def model_files(g: GenerationConfig, models_dir: Path) -> ModelFiles:
 
 def context_len(g: GenerationConfig, files: ModelFiles) -> int:
     """The engine's context: `engine_settings.max_model_len`, at most the model's positions."""
-    import json
-
-    text = json.loads(files.files["config.json"])["text_config"]
-    positions = int(text.get("max_position_embeddings", 2048))
+    positions = files.facts().max_position
     return min(int(g.engine_settings.get("max_model_len", positions)), positions)
 
 
@@ -107,7 +104,7 @@ def bind_chat(g: GenerationConfig, files: ModelFiles, actor_options: Any,
                    "monolith": g.mode == "monolith", "priority": g.priority,
                    **_rate_window(g.llm)})
     encoder = None
-    if g.mode == "disaggregated":
+    if g.mode == "disaggregated" and files.facts().takes_images:  # text-only: no encoder stage
         e = g.encoder
         encoder = _deployment(ImageEncoder).options(
             **scaling["encoder"], max_ongoing_requests=e.max_ongoing_requests,

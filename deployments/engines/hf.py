@@ -55,19 +55,28 @@ class TransformersEngine:
         self._model: Any = None
         self._tok: Any = None
         self._images: Any = None
+        self._body: Any = None  # the decoder stack the KV cache steps through
 
     async def start(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._pool, self._load)
 
     def _load(self) -> None:
-        from transformers import AutoImageProcessor, AutoTokenizer, LlavaForConditionalGeneration
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         path = self._facts.path
         self._tok = AutoTokenizer.from_pretrained(path)
-        self._images = AutoImageProcessor.from_pretrained(path)
-        model = LlavaForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
+        if self._facts.model.adapter == "llava":
+            from transformers import AutoImageProcessor, LlavaForConditionalGeneration
+
+            self._images = AutoImageProcessor.from_pretrained(path)
+            model = LlavaForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
+            self._body = model.model.language_model
+        else:  # a text-only causal LM: its decoder body and head
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+            self._body = model.model
         self._model = model.eval()
-        token = self._tok.convert_ids_to_tokens(self._facts.image_token_id)
+        image_id = self._facts.image_token_id
+        token = "" if image_id is None else self._tok.convert_ids_to_tokens(image_id)
         self.info = EngineInfo(**{**self.info.__dict__, "image_token": token})
         log.info("transformers engine loaded %s", path)
 
@@ -75,7 +84,7 @@ class TransformersEngine:
         """The prompt's token ids with each image placeholder expanded to its tokens."""
         ids = self._tok(prompt, add_special_tokens=False)["input_ids"]
         image_id = self._facts.image_token_id
-        found = sum(1 for t in ids if t == image_id)
+        found = 0 if image_id is None else sum(1 for t in ids if t == image_id)
         if found != num_images:
             raise EngineError(f"prompt has {found} image placeholders for {num_images} images")
         out: list[int] = []
@@ -144,16 +153,15 @@ class TransformersEngine:
                 raise EngineError(f"{int(mask.sum())} image tokens for {feats.shape[0]} "
                                   "image embeddings")
             emb = emb.masked_scatter(mask, feats.to(emb.dtype))
-        out = self._model.model.language_model(inputs_embeds=emb, past_key_values=DynamicCache(),
-                                               use_cache=True)
+        out = self._body(inputs_embeds=emb, past_key_values=DynamicCache(), use_cache=True)
         logits = self._model.lm_head(out.last_hidden_state[:, -1])
         token = choose_token(logits, sampling, [], generator)
         return _Run(out.past_key_values, token, [token])
 
     @torch.inference_mode()
     def _step(self, run: _Run, sampling: Sampling, generator: torch.Generator | None) -> _Run:
-        out = self._model.model.language_model(input_ids=torch.tensor([[run.token]]),
-                                               past_key_values=run.cache, use_cache=True)
+        out = self._body(input_ids=torch.tensor([[run.token]]), past_key_values=run.cache,
+                         use_cache=True)
         logits = self._model.lm_head(out.last_hidden_state[:, -1])
         token = choose_token(logits, sampling, run.ids, generator)
         return _Run(out.past_key_values, token, [*run.ids, token])

@@ -63,21 +63,25 @@ class VllmEngine:
 
         s = self.settings
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(s.kv_cache_gib))))
+        images: dict[str, Any] = ({"enable_mm_embeds": True,
+                                   "limit_mm_per_prompt": {"image": s.max_images}}
+                                  if self._facts.takes_images else {})  # text-only: none
         args = AsyncEngineArgs(
             model=self._facts.path, max_model_len=s.max_model_len, dtype=s.dtype,
-            enforce_eager=s.enforce_eager, enable_mm_embeds=True,
-            limit_mm_per_prompt={"image": s.max_images}, scheduling_policy="priority",
+            enforce_eager=s.enforce_eager, **images, scheduling_policy="priority",
             max_num_seqs=s.max_num_seqs, gpu_memory_utilization=s.gpu_memory_utilization,
             disable_log_stats=True, **s.engine_kwargs)
         self._tok = AutoTokenizer.from_pretrained(self._facts.path)
-        token = self._tok.convert_ids_to_tokens(self._facts.image_token_id)
+        image_id = self._facts.image_token_id
+        token = "" if image_id is None else self._tok.convert_ids_to_tokens(image_id)
         self.info = EngineInfo(**{**self.info.__dict__, "image_token": token})
         self._llm = AsyncLLM.from_engine_args(args)
         log.info("vLLM engine started for %s", self._facts.path)
 
     def prompt_tokens(self, prompt: str, num_images: int) -> int:
         ids = self._tok(prompt, add_special_tokens=False)["input_ids"]
-        found = sum(1 for t in ids if t == self._facts.image_token_id)
+        image_id = self._facts.image_token_id
+        found = 0 if image_id is None else sum(1 for t in ids if t == image_id)
         if found != num_images:
             raise EngineError(f"prompt has {found} image placeholders for {num_images} images")
         return len(ids) + num_images * (self._facts.tokens_per_image - 1)
@@ -136,4 +140,23 @@ class VllmEngine:
     def shutdown(self) -> None:
         if self._llm is not None:
             self._llm.shutdown()
+            _close_zmq(self._llm)
             self._llm = None
+
+
+def _close_zmq(llm: Any) -> None:
+    """Close the client's ZMQ sockets and context now. AsyncLLM.shutdown() called outside its
+    event loop only schedules the sockets' closing on that loop; where the loop never runs
+    again (a test's, a replica's last), the context stays open and its garbage collection later
+    blocks forever in `Context.term` (seen: a test process stalled in an unrelated test)."""
+    resources = getattr(getattr(llm, "engine_core", None), "resources", None)
+    if resources is None:
+        return
+    for name in ("output_socket", "input_socket", "first_req_send_socket",
+                 "first_req_rcv_socket", "stats_update_socket"):
+        sock = getattr(resources, name, None)
+        if sock is not None and not sock.closed:
+            sock.close(linger=0)
+    ctx = getattr(resources, "ctx", None)
+    if ctx is not None and not ctx.closed:
+        ctx.destroy(linger=0)

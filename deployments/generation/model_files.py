@@ -12,6 +12,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deployments.engines.architectures import ModelFacts, model_facts
+
 log = logging.getLogger(__name__)
 
 # Files of a model directory the engines read; anything else (training logs, caches) stays.
@@ -28,11 +30,15 @@ class ModelFiles:
     def size_bytes(self) -> int:
         return sum(len(b) for b in self.files.values())
 
-    def tokens_per_image(self) -> int:
-        """Image tokens per image (`image_seq_length` of a LLaVA-style config.json; 0: none)."""
+    def facts(self) -> ModelFacts:
+        """What its config.json says, through its architecture's adapter."""
         import json
 
-        return int(json.loads(self.files["config.json"]).get("image_seq_length", 0))
+        return model_facts(json.loads(self.files["config.json"]), f"model {self.name}")
+
+    def tokens_per_image(self) -> int:
+        """Image tokens per image (the adapter's; 0: a model that takes no images)."""
+        return self.facts().tokens_per_image
 
 
 def read_model_files(path: str | Path, name: str) -> ModelFiles:

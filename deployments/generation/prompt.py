@@ -9,13 +9,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from deployments.engines.architectures import model_facts
 from deployments.generation.model_files import ModelFiles
 
 
 @dataclass(frozen=True)
 class PromptFacts:
-    image_token: str
-    image_token_id: int
+    image_token: str  # "": the model takes no images
+    image_token_id: int | None
     tokens_per_image: int
 
 
@@ -35,13 +36,12 @@ class PromptRenderer:
         self._template = env.from_string(source)
         self._tokenizer = Tokenizer.from_str(files["tokenizer.json"].decode())
         self.specials = {k: _content(tok_cfg.get(k)) for k in ("bos_token", "eos_token", "pad_token")}
-        image_id = int(cfg.get("image_token_id", cfg.get("image_token_index")))
-        vision = cfg["vision_config"]
-        per_image = cfg.get("image_seq_length") or (vision["image_size"] // vision["patch_size"]) ** 2
-        token = self._tokenizer.id_to_token(image_id)
+        facts = model_facts(cfg, f"model {model.name}: config.json")
+        image_id = facts.image_token_id
+        token = "" if image_id is None else self._tokenizer.id_to_token(image_id)
         if token is None:
             raise ValueError(f"model {model.name}: image token id {image_id} not in the vocabulary")
-        self.facts = PromptFacts(token, image_id, int(per_image))
+        self.facts = PromptFacts(token, image_id, facts.tokens_per_image)
 
     def render(self, messages: list[dict[str, Any]]) -> str:
         """`messages` as transformers' apply_chat_template takes them (image parts as
@@ -52,7 +52,8 @@ class PromptRenderer:
     def count(self, prompt: str, num_images: int) -> int:
         """Prompt tokens with every image placeholder expanded (what the engines count)."""
         ids = self._tokenizer.encode(prompt, add_special_tokens=False).ids
-        found = sum(1 for t in ids if t == self.facts.image_token_id)
+        image_id = self.facts.image_token_id
+        found = 0 if image_id is None else sum(1 for t in ids if t == image_id)
         if found != num_images:
             raise ValueError(f"the prompt holds {found} image placeholders for {num_images} "
                              "images (an image placeholder typed in the text?)")

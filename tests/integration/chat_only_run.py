@@ -1,11 +1,11 @@
 """The run behind tests/integration/test_chat_only_app.py, in a process of its own (its own
 local Ray, never the session's shared app):
 
-    python -m tests.integration.chat_only_run MODEL_DIR OUT.json
+    python -m tests.integration.chat_only_run MODEL_DIR ENGINE MODE OUT.json
 
-An app with `classifiers: []` and a `generation:` section (MODEL_DIR, the transformers engine,
-monolith: it starts in seconds) deployed with `serve.run(build_app(args))`; every route's
-answer (status and JSON) written to OUT."""
+An app with `classifiers: []` and a `generation:` section (MODEL_DIR served by ENGINE in MODE)
+deployed with `serve.run(build_app(args))`; every route's answer (status and JSON) and the
+app's deployments written to OUT."""
 
 from __future__ import annotations
 
@@ -19,11 +19,24 @@ from typing import Any
 APP = "adaptserve-chat-only"
 
 
-def args(model_dir: str) -> dict[str, Any]:
+def args(model_dir: str, engine: str, mode: str) -> dict[str, Any]:
     return {"classifiers": [], "ensure_artifacts": True,
             "http": {"ray_actor_options": {"num_cpus": 0.1}},
-            "generation": {"model_dir": model_dir, "engine": "transformers",
-                           "mode": "monolith", "llm": {"ray_actor_options": {"num_cpus": 0.5}}}}
+            "generation": {"model_dir": model_dir, "engine": engine, "mode": mode,
+                           "engine_settings": ({"max_num_seqs": 4, "kv_cache_gib": 1}
+                                               if engine == "vllm" else {}),
+                           "llm": {"ray_actor_options": {"num_cpus": 0.5}}}}
+
+
+def png_url() -> str:
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (28, 28), (255, 255, 255)).save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
 def answers(url: str) -> dict[str, Any]:
@@ -38,7 +51,11 @@ def answers(url: str) -> dict[str, Any]:
 
     chat = {"model": "vlm", "max_tokens": 4,
             "messages": [{"role": "user", "content": "what is 2 + 3?"}]}
+    image = {**chat, "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": png_url()}},
+        {"type": "text", "text": "which digit?"}]}]}
     return {"healthz": seen(get(url + "/healthz")),
+            "chat_image": seen(post_json(url + "/v1/chat/completions", image, timeout_s=120.0)),
             "models": seen(get(url + "/v1/models")),
             "status": seen(get(url + "/v1/status")),
             "chat": seen(post_json(url + "/v1/chat/completions", chat, timeout_s=120.0)),
@@ -48,7 +65,7 @@ def answers(url: str) -> dict[str, Any]:
             "metrics": {"status": get(url + "/metrics").status_code}}
 
 
-def main(model_dir: str, out: Path) -> int:
+def main(model_dir: str, engine: str, mode: str, out: Path) -> int:
     from ray import serve
 
     from app.builder import build_app
@@ -60,9 +77,11 @@ def main(model_dir: str, out: Path) -> int:
     start_ray(port, 2, temp_dir=tempfile.mkdtemp(prefix="chat-only-"))
     try:
         t = time.time()
-        serve.run(build_app(args(model_dir)), name=APP, route_prefix="/", blocking=False)
+        serve.run(build_app(args(model_dir, engine, mode)), name=APP, route_prefix="/",
+                  blocking=False)
         wait_healthy(url + "/healthz", timeout_s=300.0)
-        result = {"deploy_s": round(time.time() - t, 1), **answers(url)}
+        result = {"deploy_s": round(time.time() - t, 1), **answers(url),
+                  "deployments": sorted(serve.status().applications[APP].deployments)}
     finally:
         stop_ray()
     out.write_text(json.dumps(result, indent=1))
@@ -70,4 +89,4 @@ def main(model_dir: str, out: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], Path(sys.argv[2])))
+    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])))

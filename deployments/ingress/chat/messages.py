@@ -82,6 +82,9 @@ def parse_messages(raw: list[Any], limits: ChatLimits) -> tuple[tuple[Turn, ...]
     if chars > limits.max_text_chars:
         raise ChatError("text_too_long", f"messages: {chars} characters of text; at most "
                         f"{limits.max_text_chars} are accepted", "messages")
+    if refs and limits.max_images == 0:
+        raise ChatError("too_many_images", "messages: this model takes no images (a text-only "
+                        "model); send text parts only", "messages")
     if len(refs) > limits.max_images:
         raise ChatError("too_many_images", f"messages: {len(refs)} images; at most "
                         f"{limits.max_images} per request are accepted", "messages")

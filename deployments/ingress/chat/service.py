@@ -178,5 +178,7 @@ def chat_service(graph: Any, http: Any,
                                   count_image_tokens=g.architecture == "decoder_only",
                                   fan_out=g.encoder.fan_out, on_timing=on_timing)
     model = ChatModel(g.model, context, g.min_ttft_ms, renderer, pipeline)
-    return ChatService(model, g.limits, JsonLimits(http.max_json_depth,
+    limits = (g.limits if renderer.facts.image_token_id is not None  # text-only: no images
+              else g.limits.model_copy(update={"max_images": 0}))
+    return ChatService(model, limits, JsonLimits(http.max_json_depth,
                                                    http.max_json_number_chars))

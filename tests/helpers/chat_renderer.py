@@ -17,6 +17,7 @@ def tokenizer_and_renderer(directory: Path) -> tuple[object, PromptRenderer]:
     tok.save_pretrained(directory)
     files = {p.name: p.read_bytes() for p in directory.iterdir()}
     files["config.json"] = json.dumps({
-        "image_token_id": tok.convert_tokens_to_ids("<image>"), "image_seq_length": 64,
-        "vision_config": {"image_size": 112, "patch_size": 14}, "text_config": {}}).encode()
+        "model_type": "llava", "image_token_id": tok.convert_tokens_to_ids("<image>"),
+        "image_seq_length": 64, "vision_config": {"image_size": 112, "patch_size": 14},
+        "text_config": {"hidden_size": 64, "max_position_embeddings": 256}}).encode()
     return tok, PromptRenderer(ModelFiles("vlm", "test", files))

@@ -49,6 +49,20 @@ def model_files(g: GenerationConfig, models_dir: Path) -> ModelFiles:
     return read_model_files(ensure_vlm(models_dir), g.model)
 
 
+def prompt_files(files: ModelFiles, chat_template: Path | None) -> ModelFiles:
+    """The small files the ingress renders and counts prompts with; `chat_template`: a Jinja
+    file replacing the model's own template (a missing or unreadable file fails the start,
+    naming it)."""
+    small = {n: b for n, b in files.files.items() if n in INGRESS_FILES}
+    if chat_template is not None:
+        try:
+            small["chat_template.jinja"] = chat_template.read_bytes()
+        except OSError as exc:
+            raise FileNotFoundError(f"generation.chat_template {str(chat_template)!r}: "
+                                    f"{exc.strerror or exc}") from None
+    return ModelFiles(files.name, files.sha256, small)
+
+
 def context_len(g: GenerationConfig, files: ModelFiles) -> int:
     """The engine's context: `engine_settings.max_model_len`, at most the model's positions."""
     positions = files.facts().max_position
@@ -115,8 +129,7 @@ def bind_chat(g: GenerationConfig, files: ModelFiles, actor_options: Any,
         ).bind(files, {"max_batch_images": e.max_batch_images,
                        "max_queued_images": e.max_queued_images, "priority": g.priority,
                        **_rate_window(e)})
-    small = ModelFiles(files.name, files.sha256,
-                       {n: b for n, b in files.files.items() if n in INGRESS_FILES})
+    small = prompt_files(files, None if g.chat_template is None else Path(g.chat_template))
     log.info("chat model %s (%s, %s engine, %.1f MB of files)", g.model, g.mode, g.engine,
              files.size_bytes / 1e6)
     config = {**g.model_dump(mode="json"), "context_len": engine_settings["max_model_len"]}

@@ -15,9 +15,15 @@ def tokenizer_and_renderer(directory: Path) -> tuple[object, PromptRenderer]:
     """The tokenizer, saved into `directory`, and a renderer reading the saved files."""
     tok = build_tokenizer()
     tok.save_pretrained(directory)
+    return tok, PromptRenderer(prompt_model_files(directory, tok))
+
+
+def prompt_model_files(directory: Path, tok: object) -> ModelFiles:
+    """The saved tokenizer files of `directory` and a LLaVA-style config.json naming its
+    image token (no weights)."""
     files = {p.name: p.read_bytes() for p in directory.iterdir()}
     files["config.json"] = json.dumps({
-        "model_type": "llava", "image_token_id": tok.convert_tokens_to_ids("<image>"),
+        "model_type": "llava", "image_token_id": tok.convert_tokens_to_ids("<image>"),  # type: ignore[attr-defined]
         "image_seq_length": 64, "vision_config": {"image_size": 112, "patch_size": 14},
         "text_config": {"hidden_size": 64, "max_position_embeddings": 256}}).encode()
-    return tok, PromptRenderer(ModelFiles("vlm", "test", files))
+    return ModelFiles("vlm", "test", files)

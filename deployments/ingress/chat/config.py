@@ -16,8 +16,12 @@ from deployments.ingress.chat.schemas import ChatLimits
 class GenerationConfig(StrictConfig):
     model: str = Field("vlm", description="the model name clients send")
     model_dir: str | None = Field(
-        None, description="a LLaVA-style model directory to serve (config.json, tokenizer, chat "
-                          "template, safetensors); none: the project's VLM, trained on first use")
+        None, description="a model directory to serve (config.json, tokenizer, chat template, "
+                          "safetensors; its config.json's model_type picks the adapter: "
+                          "docs/own_models.md); none: the project's VLM, trained on first use")
+    chat_template: str | None = Field(
+        None, description="a Jinja chat template file replacing the model directory's own "
+                          "(the ingress renders every prompt with it); none: the model's")
     mode: Literal["disaggregated", "monolith"] = Field(
         "disaggregated", description="encoders apart from the LLM replicas, or vLLM with "
                                      "pixels in one replica (the baseline)")

@@ -49,6 +49,24 @@ def model_files(g: GenerationConfig, models_dir: Path) -> ModelFiles:
     return read_model_files(ensure_vlm(models_dir), g.model)
 
 
+def llm_placement(g: GenerationConfig) -> dict[str, Any]:
+    """A placement group per LLM replica where vLLM runs one model over several GPUs
+    (`engine_kwargs.tensor_parallel_size` x `pipeline_parallel_size` > 1), as Ray Serve LLM
+    does: the replica's own bundle (its `ray_actor_options`) and one GPU bundle per worker,
+    packed; vLLM's Ray executor places its workers in it. None otherwise."""
+    kwargs = g.engine_settings.get("engine_kwargs") or {}
+    devices = (int(kwargs.get("tensor_parallel_size") or 1)
+               * int(kwargs.get("pipeline_parallel_size") or 1))
+    if g.engine != "vllm" or devices <= 1:
+        return {}
+    actor = g.llm.ray_actor_options
+    own = {"CPU": float(actor.get("num_cpus", 1))}
+    if actor.get("num_gpus"):
+        own["GPU"] = float(actor["num_gpus"])
+    return {"placement_group_bundles": [own] + [{"GPU": 1.0}] * devices,
+            "placement_group_strategy": "PACK"}
+
+
 def prompt_files(files: ModelFiles, chat_template: Path | None) -> ModelFiles:
     """The small files the ingress renders and counts prompts with; `chat_template`: a Jinja
     file replacing the model's own template (a missing or unreadable file fails the start,
@@ -109,7 +127,7 @@ def bind_chat(g: GenerationConfig, files: ModelFiles, actor_options: Any,
         check_engine_kwargs(engine_settings["engine_kwargs"], vllm_arg_names())
     scaling = chat_scaling(g, files, profiles_dir, root or Path.cwd())
     llm = _deployment(LLMBackend).options(
-        **scaling["llm"], max_ongoing_requests=g.llm.max_ongoing_requests,
+        **scaling["llm"], **llm_placement(g), max_ongoing_requests=g.llm.max_ongoing_requests,
         request_router_config=token_router_config(
             "prompt_tokens" if g.routing == "token" else "pow2"),
         ray_actor_options=actor_options(g.llm.ray_actor_options),

@@ -70,7 +70,7 @@ class VllmEngine:
             model=self._facts.path, max_model_len=s.max_model_len, dtype=s.dtype,
             enforce_eager=s.enforce_eager, **images, scheduling_policy="priority",
             max_num_seqs=s.max_num_seqs, gpu_memory_utilization=s.gpu_memory_utilization,
-            disable_log_stats=True, **s.engine_kwargs)
+            disable_log_stats=True, **_with_executor(s.engine_kwargs))
         self._tok = AutoTokenizer.from_pretrained(self._facts.path)
         image_id = self._facts.image_token_id
         token = "" if image_id is None else self._tok.convert_ids_to_tokens(image_id)
@@ -142,6 +142,16 @@ class VllmEngine:
             self._llm.shutdown()
             _close_zmq(self._llm)
             self._llm = None
+
+
+def _with_executor(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's Ray executor where the model spans several devices (its workers then go to the
+    replica's placement group, app/chat_graph.py `llm_placement`), unless the config names one."""
+    devices = (int(kwargs.get("tensor_parallel_size") or 1)
+               * int(kwargs.get("pipeline_parallel_size") or 1))
+    if devices > 1 and "distributed_executor_backend" not in kwargs:
+        return {**kwargs, "distributed_executor_backend": "ray"}
+    return dict(kwargs)
 
 
 def _close_zmq(llm: Any) -> None:

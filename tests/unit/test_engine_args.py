@@ -49,3 +49,21 @@ def test_the_installed_vllm_takes_the_names_we_document() -> None:
                          "auto", "enable_prefix_caching": True, "max_num_batched_tokens": 2048,
                          "trust_remote_code": False}, names)
     assert set(OWN_ARGS) <= set(names)  # what we set is still vLLM's
+
+
+def test_a_model_over_several_gpus_gets_a_placement_group_per_replica() -> None:
+    """As Ray Serve LLM's: the replica's bundle, then one GPU per vLLM worker, packed; vLLM's
+    Ray executor unless named. One device: nothing added."""
+    from app.chat_graph import llm_placement
+    from deployments.engines.vllm_engine import _with_executor
+
+    tp2 = GenerationConfig(engine_settings={"engine_kwargs": {"tensor_parallel_size": 2}},
+                           llm={"ray_actor_options": {"num_cpus": 2}})
+    assert llm_placement(tp2) == {"placement_group_bundles": [{"CPU": 2.0}, {"GPU": 1.0},
+                                                              {"GPU": 1.0}],
+                                  "placement_group_strategy": "PACK"}
+    assert _with_executor({"tensor_parallel_size": 2})["distributed_executor_backend"] == "ray"
+    assert _with_executor({"tensor_parallel_size": 2, "distributed_executor_backend": "mp"})[
+        "distributed_executor_backend"] == "mp"
+    assert llm_placement(GenerationConfig()) == {} and _with_executor({}) == {}
+    assert llm_placement(GenerationConfig(engine="transformers")) == {}

@@ -54,9 +54,9 @@ def llm_placement(g: GenerationConfig) -> dict[str, Any]:
     (`engine_kwargs.tensor_parallel_size` x `pipeline_parallel_size` > 1), as Ray Serve LLM
     does: the replica's own bundle (its `ray_actor_options`) and one GPU bundle per worker,
     packed; vLLM's Ray executor places its workers in it. None otherwise."""
-    kwargs = g.engine_settings.get("engine_kwargs") or {}
-    devices = (int(kwargs.get("tensor_parallel_size") or 1)
-               * int(kwargs.get("pipeline_parallel_size") or 1))
+    from deployments.engines.engine_args import parallel_devices
+
+    devices = parallel_devices(g.engine_settings.get("engine_kwargs") or {})
     if g.engine != "vllm" or devices <= 1:
         return {}
     actor = g.llm.ray_actor_options

@@ -25,6 +25,12 @@ OWN_ARGS: dict[str, str] = {
 TRANSFORMERS_SETTINGS = ("max_model_len",)
 
 
+def parallel_devices(kwargs: Mapping[str, Any]) -> int:
+    """The devices one vLLM engine spans: tensor x pipeline parallel sizes of `engine_kwargs`."""
+    return (int(kwargs.get("tensor_parallel_size") or 1)
+            * int(kwargs.get("pipeline_parallel_size") or 1))
+
+
 def check_engine_kwargs(kwargs: Mapping[str, Any], valid: Iterable[str]) -> None:
     """ValueError naming each key of `kwargs` that is not one of `valid` (with the closest
     names) or that the server sets itself (with where to set it)."""

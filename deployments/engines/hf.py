@@ -65,7 +65,7 @@ class TransformersEngine:
 
         path = self._facts.path
         self._tok = AutoTokenizer.from_pretrained(path)
-        if self._facts.model.adapter == "llava":
+        if self._facts.adapter == "llava":
             from transformers import AutoImageProcessor, LlavaForConditionalGeneration
 
             self._images = AutoImageProcessor.from_pretrained(path)

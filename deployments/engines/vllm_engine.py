@@ -147,9 +147,9 @@ class VllmEngine:
 def _with_executor(kwargs: dict[str, Any]) -> dict[str, Any]:
     """vLLM's Ray executor where the model spans several devices (its workers then go to the
     replica's placement group, app/chat_graph.py `llm_placement`), unless the config names one."""
-    devices = (int(kwargs.get("tensor_parallel_size") or 1)
-               * int(kwargs.get("pipeline_parallel_size") or 1))
-    if devices > 1 and "distributed_executor_backend" not in kwargs:
+    from deployments.engines.engine_args import parallel_devices
+
+    if parallel_devices(kwargs) > 1 and "distributed_executor_backend" not in kwargs:
         return {**kwargs, "distributed_executor_backend": "ray"}
     return dict(kwargs)
 

@@ -390,3 +390,13 @@ def test_renders_and_counts_with_the_vlm_tokenizer() -> None:
         return count(prompt, images)
     err = refused(sneaky, context=ContextCheck(512, strict_count, render))
     assert (err.status, err.code) == (400, "invalid_request") and "2 image placeholders" in err.message
+
+
+def test_a_text_only_model_refuses_images_saying_so() -> None:
+    """A model that takes no images (the ingress sets max_images 0 for it): a 400 that says so,
+    not "at most 0 images"; text alone is served."""
+    text_only = ChatLimits(max_images=0)
+    err = refused(body(image_part(PNG), TEXT), text_only)
+    assert (err.status, err.code, err.param) == (400, "too_many_images", "messages")
+    assert "takes no images" in err.message
+    assert parse_chat(body(TEXT), text_only, MODELS).num_images == 0

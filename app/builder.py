@@ -5,10 +5,11 @@
            \\-> controller <- classifier replicas report / fetch plans
 
 Before binding, missing or stale artifacts are made (models trained, profiles measured, plans
-built; all cached under `.cache/` of the node the builder runs on). The builder then reads every
-artifact a deployment needs (`FamilyArtifacts`: weights, profiles, plans) and hands them in as
-deployment arguments, so replicas read no file: on a cluster they start on any node, with the
-very weights and plans the builder measured (docs/deploy.md).
+built; all cached under `.cache/` of the node the builder runs on). The builder then hands each
+deployment what it needs (`FamilyArtifacts`): profiles and plans as arguments (small), the model
+as paths and their fingerprint (`ModelRef`): replicas load the weights themselves, from a path
+every node must see (a shared volume or the image, docs/deploy.md), and refuse to start on files
+other than the ones the builder profiled.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from deployments.classifier.policy_setup import TaskPlan, read_plan, read_task_p
 from deployments.ingress.classify.admission import FamilyCapacity
 from deployments.ingress.classify.catalog import Catalog, family_info
 from deployments.ingress.deployment import Ingress
-from deployments.models.registry import FamilyWeights
+from deployments.models.loading import ModelRef
+from deployments.models.sources import BuiltinModel
 from deployments.preprocess import Preprocess
 from policies.profile import Profile
 from policies.schedulers.plan_types import Plan
@@ -54,9 +56,43 @@ def ensure_artifacts(cfg: AppConfig) -> None:
 
     p = cfg.paths
     for c in cfg.classifiers:
+        source = c.source()
+        if isinstance(source, BuiltinModel):
+            from deployments.models.registry import ensure_trained
+
+            ensure_trained(source.builtin, p.models_dir)
         profiles = ensure_profiles([c.name], p.models_dir, p.profiles_dir, tasks=c.tasks,
-                                   progress=False)
+                                   progress=False, loader=profiling_loader(c, p.models_dir),
+                                   threads=c.threads, device=profile_device(c))
         ensure_plan(c, cfg, profiles)
+
+
+def profiling_loader(c: ClassifierConfig, models_dir: Path) -> Any:
+    """(name, models_dir) -> the family with its held-out examples (the configured dataset,
+    else the model's own), as `ensure_profiles` loads models."""
+    from deployments.models.loading import load_source, source_paths
+
+    source = c.source()
+    paths = source_paths(source, models_dir)
+    return lambda _name, _dir: load_source(c.name, source, paths[0] if paths else None,
+                                           c.dataset)
+
+
+def profile_device(c: ClassifierConfig) -> str:
+    """Latency is profiled on the device the replicas run on: CUDA when they are given a GPU
+    (or `device: cuda`), which the builder's node must then have (else a clear error)."""
+    wants_gpu = c.device == "cuda" or (c.device == "auto"
+                                       and float(c.ray_actor_options.get("num_gpus", 0)) > 0)
+    if not wants_gpu:
+        return "cpu"
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"classifier {c.name}: its replicas run on CUDA, so its latency "
+                           "profile must be measured on CUDA, and this node has no GPU: build "
+                           "the app on a GPU node (or profile there with `python -m app.cli "
+                           "profile` and share paths.profiles_dir)")
+    return "cuda"
 
 
 def ensure_plan(c: ClassifierConfig, cfg: AppConfig, profiles: Mapping[str, Path]) -> None:
@@ -77,29 +113,29 @@ def ensure_plan(c: ClassifierConfig, cfg: AppConfig, profiles: Mapping[str, Path
 
 @dataclass(frozen=True)
 class FamilyArtifacts:
-    """What a classifier deployment is handed: the family's weights and modalities, each served
-    task's profile (in the family's task order) and the plan its policy reads (none when it
-    reads none)."""
+    """What a classifier deployment is handed: where the family's model is (`ModelRef`: paths
+    and their fingerprint, never the weights), its modalities, each served task's profile (in
+    the family's task order) and the plan its policy reads (none when it reads none)."""
 
     name: str
-    weights: FamilyWeights
+    model: ModelRef
     modalities: tuple[str, ...]
     profiles: Mapping[str, Profile]
     plans: Mapping[str, TaskPlan]
 
 
 def family_artifacts(c: ClassifierConfig, paths: PathsConfig) -> FamilyArtifacts:
-    from deployments.models.registry import load_weights, read_weights
+    from deployments.models.loading import load_source, model_ref
     from profiling.artifacts import load_profile
 
-    weights = read_weights(c.name, paths.models_dir)
-    model = load_weights(weights, device="cpu")
+    ref = model_ref(c.name, c.source(), paths.models_dir)
+    model = load_source(c.name, c.source(), Path(ref.paths[0]) if ref.paths else None, None)
     tasks = [t for t in model.tasks() if c.tasks is None or t in c.tasks]
     kind = plan_kind(c.policy)
     plan_paths = {} if kind is None else {t: plan_file(paths.plans_dir, c.name, t, kind)
                                           for t in tasks}
     return FamilyArtifacts(
-        c.name, weights, tuple(model.modalities()),
+        c.name, ref, tuple(model.modalities()),
         {t: load_profile(profile_file(paths.profiles_dir, c.name, t)) for t in tasks},
         read_task_plans(c.policy, plan_paths))
 
@@ -154,7 +190,7 @@ def bind_graph(cfg: AppConfig, catalog: Catalog,
             max_ongoing_requests=max(2 * c.max_queued_items, 64),
             health_check_period_s=c.health_check_period_s,
             logging_config={"enable_access_log": False},
-        ).bind(c.model_dump(mode="json"), families[c.name].weights,
+        ).bind(c.model_dump(mode="json"), families[c.name].model,
                dict(families[c.name].profiles), dict(families[c.name].plans),
                data["controller"], controller)
         for c in cfg.classifiers}
@@ -165,15 +201,15 @@ def bind_graph(cfg: AppConfig, catalog: Catalog,
             num_replicas=cfg.http.preprocess_replicas, ray_actor_options=side,
             max_ongoing_requests=cfg.http.max_ongoing_requests,
             logging_config={"enable_access_log": False},
-        ).bind({c.name: families[c.name].weights for c in cfg.classifiers}, classifiers,
+        ).bind({c.name: families[c.name].model for c in cfg.classifiers}, classifiers,
                cfg.http.deadline_grace_s, transport)
         routes = {n: preprocess for n in classifiers}
         probes["Preprocess"] = preprocess
     chat = None
     if cfg.generation is not None:
-        from app.chat_graph import bind_chat, model_files
+        from app.chat_graph import bind_chat, chat_model_dir
 
-        chat = bind_chat(cfg.generation, model_files(cfg.generation, cfg.paths.models_dir),
+        chat = bind_chat(cfg.generation, chat_model_dir(cfg.generation, cfg.paths.models_dir),
                          lambda options: with_env(options, env), cfg.paths.profiles_dir,
                          REPO_ROOT)
         probes.update(chat.probes())

@@ -71,11 +71,11 @@ def work_items(call: ClassifyCall, tensors: tuple[dict[str, Any], ...],
 
 
 def warm_decode(models: dict[str, Any]) -> None:
-    """Decode one held-out item per family and task (imports image plugins, fills caches), so
+    """Decode one probe item per family and task (imports image plugins, fills caches), so
     the first request does not pay for it."""
     for name, model in models.items():
         try:
             for task in model.tasks():
-                model.decode(model.examples("val", task, limit=1)[0].inputs, task)
+                model.decode(model.probe_inputs(task), task)
         except Exception:  # an optimisation only
             log.warning("decode warm-up of %s failed", name, exc_info=True)

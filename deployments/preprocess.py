@@ -5,8 +5,8 @@ serialisation less per call); a separate decode stage pays off where decoding do
 images) and should scale apart from the model replicas.
 
 Decoding needs only each family's `decode`, but decode lives on the `ServableModel`, so the
-replica loads every served family on the CPU from the weights the builder hands it (small
-models, loaded once per replica; no file is read, so it starts the same on any node). Decoding runs
+replica loads every served family on the CPU from the paths the builder hands it (loaded once per
+replica, checked against the builder's fingerprint). Decoding runs
 on a worker thread so one large input does not stall the replica's event loop.
 """
 
@@ -22,7 +22,7 @@ from ray import serve
 from deployments.decode import deadline_lost, decode_items, lost_results, warm_decode, work_items
 from deployments.dispatch import submit_with_deadline
 from deployments.handles import Transport, warm_handles, with_transport
-from deployments.models.registry import FamilyWeights
+from deployments.models.loading import ModelRef
 from deployments.wire import ClassifyCall, ClassifyOutcome, DecodeResult, InputProblem
 
 log = logging.getLogger(__name__)
@@ -39,14 +39,15 @@ def to_wire(tensors: dict[str, Any]) -> dict[str, Any]:
 @serve.deployment(max_ongoing_requests=1000)
 class Preprocess:
     # async: lets the replica start warming its handles in the background
-    async def __init__(self, weights: dict[str, FamilyWeights],  # type: ignore[misc]
+    async def __init__(self, models: dict[str, ModelRef],  # type: ignore[misc]
                        classifiers: dict[str, Any], grace_s: float,
                        transport: Transport = "grpc") -> None:
-        """`weights`: family -> its trained weights, for every family served."""
+        """`models`: family -> where its model files are, for every family served."""
         torch.set_num_threads(1)
-        from deployments.models.registry import load_weights
+        from deployments.models.loading import load_ref
 
-        self.models = {name: load_weights(w, device="cpu") for name, w in weights.items()}
+        self.models = {name: await asyncio.to_thread(load_ref, ref, "cpu")
+                       for name, ref in models.items()}
         self.classifiers = {n: with_transport(h, transport) for n, h in classifiers.items()}
         self.grace_s = grace_s
         await asyncio.to_thread(warm_decode, self.models)

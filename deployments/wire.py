@@ -107,6 +107,7 @@ class ItemResult:
     status: ItemStatus
     label: int | None = None
     confidence: float | None = None
+    label_name: str | None = None
     decision: ItemDecision | None = None
     error: str | None = None
     error_type: str | None = None  # for ERROR: internal_error or replica_unavailable

@@ -9,6 +9,13 @@ from pydantic import Field, field_validator, model_validator
 
 from deployments.autoscaling.config import ClassifierAutoscaling
 from deployments.config import Device, Percentile, StrictConfig
+from deployments.models.sources import (
+    BUILTIN_FAMILIES,
+    BuiltinModel,
+    CheckpointModel,
+    DatasetConfig,
+    ModelSource,
+)
 from policies.schedulers.params import SchedulerParams, make_params
 from policies.schedulers.registry import plan_free_names, servable_names
 
@@ -41,8 +48,18 @@ class PlanConfig(StrictConfig):
 
 class ClassifierConfig(StrictConfig):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_\-]+$",
-                      description="model family name in deployments.models.registry; also the "
-                                  "`model` field of requests and the Serve deployment suffix")
+                      description="the family's name: the `model` field of requests and the "
+                                  "Serve deployment suffix")
+    model: ModelSource | None = Field(
+        None, description="where the family's model comes from: {builtin: vit|fusion|family}, "
+        "{checkpoints: [...]} or {import_path: 'pkg.module:factory'} (docs/own_models.md); "
+        "default: the builtin family of this name")
+    dataset: DatasetConfig | None = Field(
+        None, description="labelled data accuracy per variant is measured on (required for "
+                          "checkpoints; default for the others: the model's own examples)")
+    threads: int = Field(default=1, gt=0, le=64,
+                         description="torch threads of each replica (the latency profile is "
+                                     "measured with as many)")
     policy: str = Field(default=DEFAULT_POLICY,
                         description="scheduler name in policies.schedulers.registry")
     fallback_policy: str = Field(
@@ -104,6 +121,25 @@ class ClassifierConfig(StrictConfig):
             raise ValueError(f"fallback_policy {value!r} must need no plan; valid: "
                              f"{plan_free_names()}")
         return value
+
+    @model_validator(mode="after")
+    def _model_source(self) -> ClassifierConfig:
+        if self.model is None:
+            if self.name not in BUILTIN_FAMILIES:
+                raise ValueError(
+                    f"classifier {self.name!r}: no `model`; give one of {{builtin: "
+                    f"{'|'.join(BUILTIN_FAMILIES)}}}, {{checkpoints: [...]}}, {{import_path: "
+                    f"'pkg.module:factory'}} (or name the classifier after a builtin family)")
+            object.__setattr__(self, "model", BuiltinModel(builtin=self.name))  # type: ignore[arg-type]
+        if isinstance(self.model, CheckpointModel) and self.dataset is None:
+            raise ValueError(f"classifier {self.name!r}: checkpoints need a `dataset` (labelled "
+                             "data their accuracy is measured on)")
+        return self
+
+    def source(self) -> ModelSource:
+        """Where the model comes from (the builtin of this name when `model` is unset)."""
+        assert self.model is not None  # set by _model_source
+        return self.model
 
     @model_validator(mode="after")
     def _params_match_policy(self) -> ClassifierConfig:

@@ -2,8 +2,8 @@
 
 Each replica loads its family's weights (CUDA when the replica sees a GPU) and serves
 `submit(items)` through a `ReplicaLoop` (deadline queue + scheduler + one model thread). The
-builder hands it everything it needs as arguments: the weights (bytes), each task's profile and
-plan; the replica reads no file, so it starts the same on any node of a cluster. A background task reports stats to the controller every
+builder hands it what it needs as arguments: where the model's files are and their fingerprint
+(it loads them itself and refuses files that differ), each task's profile and plan. A background task reports stats to the controller every
 `controller.interval_s` and applies the plans it answers with; when the controller is
 unreachable the replica keeps its last plans.
 """
@@ -11,6 +11,7 @@ unreachable the replica keeps its last plans.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -32,7 +33,7 @@ from deployments.classifier.policy_setup import (
 )
 from deployments.config import ControllerConfig
 from deployments.decode import deadline_lost, decode_items, lost_results, work_items
-from deployments.models.registry import FamilyWeights
+from deployments.models.loading import ModelRef
 from deployments.wire import (
     ClassifyCall,
     ClassifyOutcome,
@@ -53,19 +54,19 @@ def pick_device(setting: str) -> torch.device:
     return torch.device("cpu")
 
 
-def load_family(weights: FamilyWeights, device: torch.device) -> Any:
-    from deployments.models.registry import load_weights
+def load_family(ref: ModelRef, device: torch.device) -> Any:
+    from deployments.models.loading import load_ref
 
-    return load_weights(weights, device=str(device)).to(device)
+    return load_ref(ref, device=str(device))
 
 
 def warm_up(model: Any, tasks: tuple[str, ...],
             run_batch: Callable[[Variant, str, list[dict[str, Any]]], list[Any]]) -> None:
-    """Run every variant once on a held-out item, so the first request does not pay torch's
+    """Run every variant once on a probe item, so the first request does not pay torch's
     lazy initialisation (it can cost tens of ms, more than a tight SLO)."""
     try:
         for task in tasks:
-            item = model.decode(model.examples("val", task, limit=1)[0].inputs, task)
+            item = model.decode(model.probe_inputs(task), task)
             for variant in model.variants():
                 run_batch(variant, task, [item])
     except Exception:  # warm-up is an optimisation; serving must not depend on it
@@ -90,18 +91,18 @@ class Classifier:
     """A thin Serve shell around `ReplicaLoop`."""
 
     # Serve supports an async constructor; it lets the replica start its reporting task.
-    async def __init__(self, cfg: dict[str, Any], weights: FamilyWeights,  # type: ignore[misc]
+    async def __init__(self, cfg: dict[str, Any], model: ModelRef,  # type: ignore[misc]
                        profiles: dict[str, Profile], plans: dict[str, TaskPlan],
                        controller_cfg: dict[str, Any], controller: Any = None) -> None:
-        """`weights`: the family's trained weights; `profiles`: task -> profile of every task
+        """`model`: where the family's model files are; `profiles`: task -> profile of every task
         served; `plans`: task -> the plan the policy reads (empty when it reads none)."""
-        torch.set_num_threads(1)
         self.cfg = ClassifierConfig.model_validate(cfg)
+        torch.set_num_threads(self.cfg.threads)
         self.controller_cfg = ControllerConfig.model_validate(controller_cfg)
         self.controller = controller
         self.device = pick_device(self.cfg.device)
-        self.model = load_family(weights, self.device)
-        self.weights_sha256 = weights.sha256
+        self.model = await asyncio.to_thread(load_family, model, self.device)
+        self.label_names = {t: self.model.label_names(t) for t in self.model.tasks()}
         self.profiles = dict(profiles)
         self.policies: dict[str, TaskPolicy] = build_policies(self.cfg, self.profiles, plans)
         self.replica_id = replica_id()
@@ -113,15 +114,19 @@ class Classifier:
         a = self.cfg.autoscaling  # items/s where calls arrive, from now (reporting.py)
         self.arrivals = ArrivalRates((ITEMS,), a.rate_window_s if a else settings.window_s)
         self._reporter = asyncio.get_running_loop().create_task(self._report_forever())
-        log.info("classifier %s replica %s ready on %s (weights sha256 %s, policies %s)",
-                 self.cfg.name, self.replica_id, self.device, weights.sha256[:12],
+        log.info("classifier %s replica %s ready on %s (model files %s, fingerprint %s, "
+                 "policies %s)", self.cfg.name, self.replica_id, self.device, list(model.paths),
+                 model.fingerprint[:12],
                  {t: p.scheduler.name for t, p in self.policies.items()})
 
     def _run_batch(self, variant: Variant, task: str,
                    items: list[dict[str, Any]]) -> list[Any]:
         items = [{k: self._tensor(v) for k, v in it.items()} for it in items]
         with torch.inference_mode():
-            return list(self.model.run(variant, task, items))
+            preds = self.model.run(variant, task, items)
+        names = self.label_names.get(task)
+        return [p if names is None or not 0 <= p.label < len(names)
+                else dataclasses.replace(p, name=names[p.label]) for p in preds]
 
     def _tensor(self, value: Any) -> Any:
         """Items arrive with numpy arrays (see `preprocess.to_wire`); models take tensors."""

@@ -20,10 +20,12 @@ from policies.types import Variant
 
 @dataclass(frozen=True)
 class Prediction:
-    """One item's answer: the predicted class index and its softmax probability."""
+    """One item's answer: the predicted class index, its softmax probability and its name
+    (None: the family names no labels)."""
 
     label: int
     confidence: float
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,16 @@ class ServableModel(ABC):
     @abstractmethod
     def examples(self, split: str, task: str, limit: int | None = None) -> list[Example]:
         """Held-out items in wire form (`split` in {"val", "test"}), deterministic order."""
+
+    def probe_inputs(self, task: str) -> dict[str, Any]:
+        """One valid item in wire form, to warm a replica up before its first request
+        (default: the first held-out example)."""
+        return self.examples("val", task, limit=1)[0].inputs
+
+    def label_names(self, task: str) -> tuple[str, ...] | None:
+        """The name of each class index of `task`, answered beside the index (None: the
+        family's labels are indices only)."""
+        return None
 
     def to(self, device: torch.device) -> ServableModel:
         """Move weights to `device` (CUDA when the replica has a GPU); returns self."""

@@ -32,6 +32,17 @@ IMAGE_SIZE = 16
 # Tasks answered from one digit image: name -> number of classes.
 TASK_CLASSES: dict[str, int] = {"digits": 10, "parity": 2, "loops": 2}
 LOOP_DIGITS = frozenset({0, 6, 8, 9})
+# The name of each class index of a task (answers carry it beside the index).
+TASK_LABEL_NAMES: dict[str, tuple[str, ...]] = {
+    "digits": tuple(str(d) for d in range(10)), "parity": ("even", "odd"),
+    "loops": ("no_loop", "has_loop")}
+
+
+class DigitLabelNames:
+    """The digits families' `ServableModel.label_names`."""
+
+    def label_names(self, task: str) -> tuple[str, ...] | None:
+        return TASK_LABEL_NAMES.get(task)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from torch import nn
 
 from deployments.models import training as T
 from deployments.models.base import Example, Prediction, ServableModel
-from deployments.models.data import IMAGE_SIZE, DataConfig, image_split, to_float
+from deployments.models.data import IMAGE_SIZE, DataConfig, DigitLabelNames, image_split, to_float
 from deployments.models.input_decoding import check_fields, check_task, decode_image, encode_image
 from policies.types import Variant
 
@@ -141,7 +141,7 @@ def evaluate(model: FamilyNet, cfg: FamilyConfig, split: str) -> dict[str, dict[
                        for m in MEMBERS}}
 
 
-class FamilyServable(ServableModel):
+class FamilyServable(DigitLabelNames, ServableModel):
     """`ServableModel` over a trained `FamilyNet`; one variant per member."""
 
     name = "family"

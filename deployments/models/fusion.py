@@ -37,7 +37,7 @@ from torch import nn
 
 from deployments.models import training as T
 from deployments.models.base import Example, Prediction, ServableModel
-from deployments.models.data import IMAGE_SIZE
+from deployments.models.data import IMAGE_SIZE, DigitLabelNames
 from deployments.models.input_decoding import (
     check_fields,
     check_task,
@@ -193,7 +193,7 @@ def evaluate(model: FusionNet, cfg: FusionConfig, split: str) -> dict[str, dict[
         torch.arange(len(labels)), labels) for s in SUBSETS}}
 
 
-class FusionServable(ServableModel):
+class FusionServable(DigitLabelNames, ServableModel):
     """`ServableModel` over a trained `FusionNet`; one variant per non-empty modality subset."""
 
     name = "fusion"

@@ -67,6 +67,12 @@ def encode_image(pixels: torch.Tensor) -> str:
 
 def decode_image(value: Any, field: str, height: int, width: int) -> torch.Tensor:
     """float32 [1, height, width] in [0, 1] from a base64 image string."""
+    return decode_pixels(value, field, height, width, "L")
+
+
+def decode_pixels(value: Any, field: str, height: int, width: int, mode: str) -> torch.Tensor:
+    """float32 [channels, height, width] in [0, 1] from a base64 image string, in PIL `mode`
+    ("L": 1 channel, "RGB": 3), resized bilinearly when its size differs."""
     if not isinstance(value, str):
         raise InputError(f"{field}: expected a base64 string, got {type(value).__name__}")
     if not value:
@@ -77,12 +83,12 @@ def decode_image(value: Any, field: str, height: int, width: int) -> torch.Tenso
         raw = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise InputError(f"{field}: invalid base64 ({exc})") from None
-    gray = open_checked_image(raw, field, MAX_IMAGE_SIDE, "L")
-    if gray.size != (width, height):
-        gray = gray.resize((width, height), Image.Resampling.BILINEAR)
-    data = bytes(gray.tobytes())
-    pixels = torch.frombuffer(bytearray(data), dtype=torch.uint8).reshape(1, height, width)
-    return pixels.float().div(255.0)
+    img = open_checked_image(raw, field, MAX_IMAGE_SIDE, mode)
+    if img.size != (width, height):
+        img = img.resize((width, height), Image.Resampling.BILINEAR)
+    data = bytes(img.tobytes())
+    pixels = torch.frombuffer(bytearray(data), dtype=torch.uint8).reshape(height, width, -1)
+    return pixels.permute(2, 0, 1).float().div(255.0)
 
 
 def decode_floats(value: Any, field: str, length: int) -> torch.Tensor:

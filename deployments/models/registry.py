@@ -4,21 +4,18 @@ Weights are cached as safetensors (never pickles) next to a JSON metadata file w
 decides staleness (see `train_families.py`); a file lock serialises concurrent first uses (e.g. several
 replicas starting at once).
 
-Serve replicas do not read the cache: the app builder reads each family's weights once
-(`read_weights`) and hands the bytes to every replica (`load_weights`), so a replica on any node
-of a cluster serves exactly the weights the builder profiled, and never trains at start.
+Serve replicas never train: the builder trains what is stale (`ensure_trained`) and hands each
+replica the weights file's path and fingerprint (`deployments/models/loading.py`); the replica
+loads it with `load_trained`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import load_file
 
 from deployments.models.base import ServableModel
@@ -36,23 +33,7 @@ from deployments.models.train_families import (
 log = logging.getLogger(__name__)
 
 
-__all__ = ["FamilyWeights", "ensure_trained", "family_names", "load_model", "load_weights",
-           "read_metadata", "read_weights"]
-
-# Weights travel inside the application (Serve keeps deployment arguments in its controller's
-# checkpoint in the GCS, rewritten when a deployment's target changes); beyond this size the
-# builder warns that an artifact store or the image would serve them better.
-INLINE_WEIGHTS_WARN_BYTES = 64 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class FamilyWeights:
-    """A family's trained state dict as safetensors bytes and their sha256 (checked where they
-    are loaded; replicas log it, so an operator sees every replica serves the same model)."""
-
-    name: str
-    sha256: str
-    data: bytes = field(repr=False)
+__all__ = ["ensure_trained", "family_names", "load_model", "load_trained", "read_metadata"]
 
 
 def family_names() -> tuple[str, ...]:
@@ -82,24 +63,12 @@ def load_model(name: str, cache_dir: Path = DEFAULT_CACHE, device: str = "cpu") 
     return _servable(_spec(name), state, device)
 
 
-def read_weights(name: str, cache_dir: Path = DEFAULT_CACHE) -> FamilyWeights:
-    """Family `name`'s current weights from `cache_dir` (trained first if stale or missing), as
-    bytes a replica on another node can load."""
-    data = ensure_trained(name, cache_dir).read_bytes()
-    if len(data) > INLINE_WEIGHTS_WARN_BYTES:
-        log.warning("%s: %d MiB of weights travel inside the Serve application (above %d MiB: "
-                    "prefer baking them into the image or an artifact store)", name,
-                    len(data) >> 20, INLINE_WEIGHTS_WARN_BYTES >> 20)
-    return FamilyWeights(name, hashlib.sha256(data).hexdigest(), data)
-
-
-def load_weights(weights: FamilyWeights, device: str = "cpu") -> ServableModel:
-    """The servable of `weights` (from `read_weights`) on `device`; bytes that do not match
-    their sha256 are a ValueError."""
-    digest = hashlib.sha256(weights.data).hexdigest()
-    if digest != weights.sha256:
-        raise ValueError(f"{weights.name}: weights sha256 {digest} != expected {weights.sha256}")
-    return _servable(_spec(weights.name), load_safetensors_bytes(weights.data), device)
+def load_trained(name: str, weights: Path | None, device: str = "cpu") -> ServableModel:
+    """The servable family `name` from its trained weights file (never training: a replica
+    loads what the builder trained)."""
+    if weights is None or not Path(weights).is_file():
+        raise FileNotFoundError(f"{name}: trained weights {weights} not found")
+    return _servable(_spec(name), load_file(str(weights), device="cpu"), device)
 
 
 def _servable(spec: FamilySpec, state: dict[str, Any], device: str) -> ServableModel:

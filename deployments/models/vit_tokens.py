@@ -35,6 +35,7 @@ from deployments.models.data import (
     IMAGE_SIZE,
     TASK_CLASSES,
     DataConfig,
+    DigitLabelNames,
     image_split,
     task_labels,
     to_float,
@@ -244,7 +245,7 @@ def variant_name(gamma: int) -> str:
     return f"vit/g{gamma}"
 
 
-class TokenViTServable(ServableModel):
+class TokenViTServable(DigitLabelNames, ServableModel):
     """`ServableModel` over a trained `TokenViT`; variants "vit/g<gamma>"."""
 
     name = "vit"
@@ -277,8 +278,7 @@ class TokenViTServable(ServableModel):
         check_task(task, TASKS)
         if not items:
             return []
-        device = next(self.model.parameters()).device
-        x = torch.stack([item["image"] for item in items]).to(device)
+        x = torch.stack([item["image"] for item in items]).to(next(self.model.parameters()).device)
         with torch.inference_mode():
             probs = self.model(x, task, variant.gamma).softmax(-1)
         conf, label = probs.max(-1)

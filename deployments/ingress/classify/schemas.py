@@ -50,6 +50,8 @@ class JobRequest(BaseModel):
 class PredictionOut(BaseModel):
     label: int
     confidence: float
+    label_name: str | None = Field(None, description="the label's name, where the model "
+                                   "names its classes (a checkpoint's id2label, ...)")
 
 
 class Decision(BaseModel):

@@ -86,7 +86,7 @@ def check_modalities(family: FamilyInfo, inputs: dict[str, Any], where: str) -> 
 
 
 def to_response(r: ItemResult, arrival_s: float, now_s: float) -> ClassifyResponse:
-    pred = (PredictionOut(label=r.label, confidence=r.confidence)
+    pred = (PredictionOut(label=r.label, confidence=r.confidence, label_name=r.label_name)
             if r.label is not None and r.confidence is not None else None)
     decision = None
     if r.decision is not None:

@@ -124,11 +124,15 @@ def _timm(ckpt: Checkpoint, path: Path, spec: InputSpec) -> LoadedCheckpoint:
     args = {**hub.get("model_args", {}), **ckpt.model_args}
     model = timm.create_model(arch, pretrained=False, num_classes=classes, in_chans=in_chans,
                               **args)
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    if missing or unexpected:
+    try:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        problem = (f"missing {list(missing)[:4]}, unexpected {list(unexpected)[:4]}"
+                   if missing or unexpected else "")
+    except RuntimeError as exc:  # shapes that differ
+        problem = str(exc).split("\n\t")[1] if "\n\t" in str(exc) else str(exc)[:300]
+    if problem:
         raise CheckpointError(f"checkpoint {ckpt.name!r}: weights {weights} do not fit timm "
-                              f"{arch!r} with {classes} classes (missing {list(missing)[:4]}, "
-                              f"unexpected {list(unexpected)[:4]})")
+                              f"{arch!r} with {classes} classes ({problem})")
     cfg = {**model.pretrained_cfg, **hub.get("pretrained_cfg", {})}
     input_size = cfg.get("input_size", (in_chans, None, None))
     labels = hub.get("label_names") or cfg.get("label_names")

@@ -14,11 +14,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, model_validator
-
-from deployments.config import StrictConfig
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 BUILTIN_FAMILIES = ("vit", "fusion", "family")
+
+
+class StrictConfig(BaseModel):
+    """Frozen, unknown keys are errors (as `deployments.config.StrictConfig`, which the models
+    layer sits below)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
 IMPORT_PATH = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
 
 

@@ -59,6 +59,8 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
     "chat-workload-plot": ("bench.experiments.papers.chat_workload_plot",
                            "the simulator's one-day image-burst workload, plotted"),
     "coload": ("bench.experiments.coload.cli", "how much busy neighbours slow a model"),
+    "adapter-startup": ("bench.experiments.own_models.adapter_startup",
+                        "each architecture adapter's start time and idle TTFT beside vllm serve"),
     "vlm-card": ("bench.experiments.vlm.card", "the VLM's held-out accuracy and stage costs"),
     "vlm-vllm-check": ("bench.experiments.vlm.vllm_check",
                        "vLLM loads the VLM's directory and answers like transformers"),

@@ -24,22 +24,12 @@ from pathlib import Path
 import pytest
 
 from deployments.models.cache import DEFAULT_MODELS_DIR
-from deployments.models.vlm.config import DataSpec, TextSpec, TrainSpec, VisionSpec, VlmConfig
+from deployments.models.vlm.config import TINY_VLM
 from profiling.paths import REPO_ROOT, shared_data_dir
 
 MODELS_DIR = REPO_ROOT / DEFAULT_MODELS_DIR  # what build_app reads when run from the repo root
 
 needs_shared = pytest.mark.needs_shared
-
-TINY_VLM = VlmConfig(
-    vision=VisionSpec(hidden_size=64, intermediate_size=128, num_layers=1, num_heads=1),
-    text=TextSpec(hidden_size=64, intermediate_size=128, num_layers=1, num_heads=1),
-    data=DataSpec(multi_test_requests=8),
-    train=TrainSpec(tower_epochs=1, decoder_steps=150, feature_views=2))
-"""The tiny VLM: the shipped layout (16 tokens per image, head_dim 64, a 256-token context, at
-most 8 images) with one narrow layer per tower. 150 decoder steps (~10 s on one thread) make it
-answer a few tokens then stop, with greedy margins wide enough that vLLM and transformers agree
-on its tokens; its answers are not right (accuracy is the trained VLM's tests' business)."""
 
 
 def in_ci() -> bool:

@@ -123,23 +123,23 @@ class ClassifierConfig(StrictConfig):
         return value
 
     @model_validator(mode="after")
-    def _model_source(self) -> ClassifierConfig:
-        if self.model is None:
-            if self.name not in BUILTIN_FAMILIES:
-                raise ValueError(
-                    f"classifier {self.name!r}: no `model`; give one of {{builtin: "
-                    f"{'|'.join(BUILTIN_FAMILIES)}}}, {{checkpoints: [...]}}, {{import_path: "
-                    f"'pkg.module:factory'}} (or name the classifier after a builtin family)")
-            object.__setattr__(self, "model", BuiltinModel(builtin=self.name))  # type: ignore[arg-type]
+    def _checkpoints_need_data(self) -> ClassifierConfig:
         if isinstance(self.model, CheckpointModel) and self.dataset is None:
             raise ValueError(f"classifier {self.name!r}: checkpoints need a `dataset` (labelled "
                              "data their accuracy is measured on)")
         return self
 
     def source(self) -> ModelSource:
-        """Where the model comes from (the builtin of this name when `model` is unset)."""
-        assert self.model is not None  # set by _model_source
-        return self.model
+        """Where the model comes from: `model`, else the builtin family of this name (a
+        ValueError naming the choices when there is none: the app's build stops on it)."""
+        if self.model is not None:
+            return self.model
+        if self.name not in BUILTIN_FAMILIES:
+            raise ValueError(
+                f"classifier {self.name!r}: no `model`; give one of {{builtin: "
+                f"{'|'.join(BUILTIN_FAMILIES)}}}, {{checkpoints: [...]}}, {{import_path: "
+                f"'pkg.module:factory'}} (or name the classifier after a builtin family)")
+        return BuiltinModel(builtin=self.name)  # type: ignore[arg-type]
 
     @model_validator(mode="after")
     def _params_match_policy(self) -> ClassifierConfig:

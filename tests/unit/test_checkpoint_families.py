@@ -111,3 +111,9 @@ def test_checkpoints_need_a_dataset_and_an_architecture_for_timm() -> None:
     with pytest.raises(ValueError, match="format timm needs `architecture`"):
         CheckpointModel.model_validate({"checkpoints": [
             {"name": "a", "format": "timm", "path": "/x.safetensors"}]})
+
+
+def test_a_classifier_with_no_model_and_no_builtin_name_names_the_choices() -> None:
+    assert ClassifierConfig.model_validate({"name": "vit"}).source().builtin == "vit"
+    with pytest.raises(ValueError, match=r"classifier 'x': no `model`; give one of \{builtin"):
+        ClassifierConfig.model_validate({"name": "x"}).source()

@@ -104,3 +104,15 @@ class VlmConfig:
     def config_hash(self) -> str:
         blob = json.dumps(self.to_dict(), sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+TINY_VLM = VlmConfig(
+    vision=VisionSpec(hidden_size=64, intermediate_size=128, num_layers=1, num_heads=1),
+    text=TextSpec(hidden_size=64, intermediate_size=128, num_layers=1, num_heads=1),
+    data=DataSpec(multi_test_requests=8),
+    train=TrainSpec(tower_epochs=1, decoder_steps=150, feature_views=2))
+"""The tiny VLM: the shipped layout (16 tokens per image, head_dim 64, a 256-token context, at
+most 8 images) with one narrow layer per tower. 150 decoder steps (~10 s on one thread) make it
+answer a few tokens then stop, with greedy margins wide enough that vLLM and transformers agree
+on its tokens; its answers are not right (accuracy is the trained VLM's tests' business). The
+tests and the adapter benchmark serve it."""

@@ -2,8 +2,8 @@
 a `policies.generation.stage_profile.StageProfiles` measured on this machine by
 `profiling/stage_measure.py` (p50 tables; p95, means and sample counts in the metadata) and
 re-measured only when stale: missing, unreadable, of another format version, measured on other
-hardware, from other model files (`ModelFiles.sha256`, what the replicas are handed) or with
-other settings (engine, engine settings, sizes, repeats, threads).
+hardware, from other model files (`ModelDir.fingerprint`, what the replicas check their model
+directory against) or with other settings (engine, engine settings, sizes, repeats, threads).
 
 `load_stage_profiles(path)` is what other code reads them with.
 """
@@ -177,11 +177,11 @@ def capacity_rows(profiles: StageProfiles, ttft_slos_ms: Sequence[float] = DEFAU
 def _ensure_inputs(settings: StageSettings, models_dir: Path) -> tuple[Path, str, str]:
     import torch
 
-    from deployments.generation.model_files import read_model_files
+    from deployments.generation.model_files import ModelDir
     from profiling.measure import hardware_string
 
     model_dir = resolve_model_dir(settings, models_dir)
-    sha = read_model_files(model_dir, settings.model).sha256
+    sha = ModelDir.at(model_dir, settings.model).fingerprint
     return model_dir, sha, hardware_string(torch.device("cpu"))
 
 

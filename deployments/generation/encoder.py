@@ -1,9 +1,10 @@
 """The image encoder stage (ModServe's image instances): decode + preprocess + vision tower +
-projector, images batched across requests in deadline order (encoder_loop.py). A call carries a
-group of a request's images (the ingress splits a request's images into one group per encoder
-replica), so the images of one request fan out across the replicas and are encoded in
-parallel. The group's embeddings stay in this replica's object store as one tensor; the answer
-carries a reference the LLM stage pulls."""
+projector, loaded from the model directory's path on the replica's node (model_files.py), images
+batched across requests in deadline order (encoder_loop.py). A call carries a group of a
+request's images (the ingress splits a request's images into one group per encoder replica), so
+the images of one request fan out across the replicas and are encoded in parallel. The group's
+embeddings stay in this replica's object store as one tensor; the answer carries a reference the
+LLM stage pulls."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from ray import serve
 from deployments.autoscaling.decisions import IMAGE_TOKENS, SLO_ATTAINMENT
 from deployments.autoscaling.reporting import ArrivalRates
 from deployments.generation.encoder_loop import EncoderLoop, QueueFull
-from deployments.generation.model_files import ModelFiles, materialize
+from deployments.generation.model_files import ModelDir
 from deployments.generation.routers import ReportsPendingTokens
 from deployments.generation.stage_messages import EncodedImage, ImageCall
 from deployments.generation.vision import VisionEncoder, open_image
@@ -43,13 +44,16 @@ class EncoderSettings(BaseModel):
 
 @serve.deployment(max_ongoing_requests=512)
 class ImageEncoder(ReportsPendingTokens):
-    def __init__(self, model: ModelFiles, settings: dict[str, Any]) -> None:
+    def __init__(self, model: ModelDir, settings: dict[str, Any]) -> None:
+        """`model`: loaded from its path on this node, once checked to hold the builder's
+        files (`ModelDir.verified`)."""
         import torch
         from PIL import Image
 
         self.settings = EncoderSettings.model_validate(settings)
         torch.set_num_threads(self.settings.torch_threads)
-        self.vision = VisionEncoder(materialize(model))
+        model = model.verified()
+        self.vision = VisionEncoder(model.path)
         self.loop = EncoderLoop(self.vision.encode, self.settings.max_batch_images,
                                 self.settings.max_queued_images)
         self.held = HeldRefs()
@@ -57,7 +61,7 @@ class ImageEncoder(ReportsPendingTokens):
         self.arrivals = ArrivalRates((IMAGE_TOKENS,), self.settings.rate_window_s)
         self.attainment = ShareSinceLast()
         self.loop.warm(Image.new("RGB", (64, 64)))
-        log.info("image encoder ready (%s), batch times %s", model.sha256[:12],
+        log.info("image encoder ready (%s at %s), batch times %s", model.name, model.path,
                  {n: round(s * 1000, 2) for n, s in self.loop.times.seconds.items()})
 
     async def encode(self, call: ImageCall) -> EncodedImage:

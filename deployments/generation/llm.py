@@ -1,5 +1,6 @@
 """The LLM stage (ModServe's text instances), and the monolith: an engine (vLLM or transformers,
-deployments/engines/) in the replica, streaming `GenChunk`s.
+deployments/engines/) in the replica, streaming `GenChunk`s. The engine loads the model directory
+from its path on the replica's node (deployments/generation/model_files.py).
 
 Disaggregated: the images arrive as references to embeddings in the encoders' object stores,
 pulled here only now (the ingress chose this replica once all of them were ready). Monolith
@@ -30,7 +31,7 @@ from deployments.engines import (
     PromptTooLong,
     make_engine,
 )
-from deployments.generation.model_files import ModelFiles, materialize
+from deployments.generation.model_files import ModelDir
 from deployments.generation.routers import ReportsPendingTokens
 from deployments.generation.stage_messages import GenChunk, GenerateCall
 from deployments.models.base import InputError
@@ -57,13 +58,15 @@ class LLMSettings(BaseModel):
 
 @serve.deployment(max_ongoing_requests=256)
 class LLMBackend(ReportsPendingTokens):
-    async def __init__(self, model: ModelFiles, settings: dict[str, Any]) -> None:  # type: ignore[misc]
+    async def __init__(self, model: ModelDir, settings: dict[str, Any]) -> None:  # type: ignore[misc]
+        """`model`: loaded from its path on this node, once checked to hold the builder's
+        files (`ModelDir.verified`)."""
         import torch
 
         self.settings = LLMSettings.model_validate(settings)
         torch.set_num_threads(self.settings.torch_threads)
-        self.engine = make_engine(self.settings.engine, materialize(model),
-                                  self.settings.engine_settings)
+        model = model.verified()
+        self.engine = make_engine(self.settings.engine, model.path, self.settings.engine_settings)
         await self.engine.start()
         self.epoch_s = time.time()
         self.in_flight = 0

@@ -1,74 +1,113 @@
-"""A model directory carried inside the application: the builder reads its files once
-(`read_model_files`), every replica writes them to a local directory of its own
-(`materialize`) and loads from there. So a replica on any node of a cluster serves exactly the
-files the builder read, as the classifier families do with their weights (docs/deploy.md)."""
+"""A model directory served from a path: the LLM stage, the image encoders and the ingress each
+load it from the same path on their own node; no file travels in the application's arguments,
+only the path, the name and the directory's fingerprint (a few hundred bytes).
+
+The builder checks the directory and takes its fingerprint (`ModelDir.at`); every replica checks
+at start that the path holds the very files the builder saw (`ModelDir.verified`), so a node
+with another copy, or none, fails its replicas naming the path instead of serving. On a cluster
+the path must be one every node sees: a volume mounted at the same path in every Ray pod, or
+files baked into the image (docs/deploy.md, Model directories)."""
 
 from __future__ import annotations
 
 import hashlib
-import logging
-import os
-import tempfile
-from dataclasses import dataclass, field
+import json
+import socket
+from dataclasses import dataclass
+from io import BufferedReader
 from pathlib import Path
 
 from deployments.engines.architectures import ModelFacts, model_facts
 
-log = logging.getLogger(__name__)
-
-# Files of a model directory the engines read; anything else (training logs, caches) stays.
+# Files of a model directory the engines read; anything else (training logs, caches) is ignored.
 SUFFIXES = (".json", ".safetensors", ".jinja", ".txt", ".model")
+# Files up to this size are fingerprinted by their whole contents (configs, tokenizers, chat
+# templates, small weights); larger ones (weights) by their size and first and last MiB, so a
+# multi-GB model is fingerprinted in milliseconds.
+WHOLE_UP_TO_BYTES = 16 << 20
+SAMPLE_BYTES = 1 << 20
+EVERY_NODE = ("every node needs the same model directory at this path (docs/deploy.md, Model "
+              "directories)")
 
 
 @dataclass(frozen=True)
-class ModelFiles:
-    name: str
-    sha256: str
-    files: dict[str, bytes] = field(repr=False)
+class ModelDir:
+    """`path`: absolute, the same on every node; `fingerprint`: what `fingerprint` gave there
+    when the builder looked."""
 
-    @property
-    def size_bytes(self) -> int:
-        return sum(len(b) for b in self.files.values())
+    name: str
+    path: str
+    fingerprint: str
+
+    @classmethod
+    def at(cls, path: str | Path, name: str) -> ModelDir:
+        """The model directory at `path` (FileNotFoundError naming it: missing, not a
+        directory, no config.json, a file unreadable)."""
+        p = Path(path).absolute()
+        return cls(name, str(p), fingerprint(p))
+
+    def verified(self) -> ModelDir:
+        """This directory as this node sees it, checked against the builder's fingerprint
+        (FileNotFoundError: the path is missing here; ValueError: other files at the path)."""
+        node = socket.gethostname()
+        try:
+            found = fingerprint(Path(self.path))
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"model {self.name} on node {node}: {exc}: {EVERY_NODE}"
+                                    ) from None
+        if found != self.fingerprint:
+            raise ValueError(
+                f"model {self.name}: {self.path} on node {node} holds other files than the "
+                f"builder read (fingerprint {found[:16]}, the builder's "
+                f"{self.fingerprint[:16]}): {EVERY_NODE}")
+        return self
+
+    def file(self, name: str) -> Path:
+        return Path(self.path) / name
 
     def facts(self) -> ModelFacts:
         """What its config.json says, through its architecture's adapter."""
-        import json
-
-        return model_facts(json.loads(self.files["config.json"]), f"model {self.name}")
+        return model_facts(json.loads(self.file("config.json").read_bytes()),
+                           f"model {self.name}")
 
     def tokens_per_image(self) -> int:
         """Image tokens per image (the adapter's; 0: a model that takes no images)."""
         return self.facts().tokens_per_image
 
 
-def read_model_files(path: str | Path, name: str) -> ModelFiles:
-    p = Path(path)
-    files = {f.name: f.read_bytes() for f in sorted(p.iterdir())
-             if f.is_file() and f.name.endswith(SUFFIXES)}
-    if "config.json" not in files:
-        raise FileNotFoundError(f"{p}: not a model directory (no config.json)")
+def fingerprint(path: Path) -> str:
+    """sha256 over every engine-read file's name, size and contents (whole up to
+    WHOLE_UP_TO_BYTES, else the first and last SAMPLE_BYTES)."""
     digest = hashlib.sha256()
-    for n, b in files.items():
-        digest.update(n.encode() + b"\0" + hashlib.sha256(b).digest())
-    return ModelFiles(name, digest.hexdigest(), files)
+    for f in _engine_files(path):
+        try:
+            with f.open("rb") as fh:
+                size = f.stat().st_size
+                digest.update(f"{f.name}\0{size}\0".encode())
+                digest.update(_contents_digest(fh, size))
+        except OSError as exc:
+            raise FileNotFoundError(f"model directory {path}: {f.name} is unreadable: "
+                                    f"{exc.strerror or exc}") from None
+    return digest.hexdigest()
 
 
-def materialize(model: ModelFiles, root: str | Path | None = None) -> Path:
-    """The files written under `root` (default: the temp dir) in a directory named by their
-    digest; written once per node (a rename makes it appear whole), reused after."""
-    base = Path(root or tempfile.gettempdir()) / "adaptserve-models"
-    target = base / f"{model.name}-{model.sha256[:16]}"
-    if (target / "config.json").is_file():
-        return target
-    base.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{model.name}-", dir=base))
-    for n, b in model.files.items():
-        (staging / n).write_bytes(b)
+def _engine_files(path: Path) -> list[Path]:
+    if not path.is_dir():
+        what = "not a directory" if path.exists() else "no such directory"
+        raise FileNotFoundError(f"model directory {path}: {what}")
     try:
-        os.rename(staging, target)
-    except OSError:  # another replica of this node wrote it first
-        for f in staging.iterdir():
-            f.unlink()
-        staging.rmdir()
-    log.info("model %s (sha256 %s) at %s", model.name, model.sha256[:12], target)
-    return target
+        files = sorted(f for f in path.iterdir() if f.name.endswith(SUFFIXES) and f.is_file())
+    except OSError as exc:
+        raise FileNotFoundError(f"model directory {path} is unreadable: "
+                                f"{exc.strerror or exc}") from None
+    if not any(f.name == "config.json" for f in files):
+        raise FileNotFoundError(f"model directory {path}: no config.json (not a model directory)")
+    return files
+
+
+def _contents_digest(f: BufferedReader, size: int) -> bytes:
+    if size <= WHOLE_UP_TO_BYTES:
+        return hashlib.file_digest(f, "sha256").digest()
+    head = f.read(SAMPLE_BYTES)
+    f.seek(size - SAMPLE_BYTES)
+    return hashlib.sha256(head + f.read(SAMPLE_BYTES)).digest()

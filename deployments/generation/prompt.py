@@ -1,7 +1,8 @@
 """Chat messages -> the model's prompt text and its token count, in the ingress (no torch, no
 transformers): the model directory's own chat template (jinja2, sandboxed, as transformers
-renders it) and its `tokenizer.json` through `tokenizers`. The counts decide "prompt longer than
-the context" before any stage is called, and are the routers' token costs."""
+renders it) and its `tokenizer.json` through `tokenizers`, read from the directory's path on the
+ingress's node. The counts decide "prompt longer than the context" before any stage is called,
+and are the routers' token costs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deployments.engines.architectures import model_facts
-from deployments.generation.model_files import ModelFiles
+from deployments.generation.model_files import ModelDir
 
 
 @dataclass(frozen=True)
@@ -21,20 +22,24 @@ class PromptFacts:
 
 
 class PromptRenderer:
-    def __init__(self, model: ModelFiles) -> None:
+    def __init__(self, model: ModelDir, chat_template: str | None = None) -> None:
+        """The model directory's config, tokenizer and chat template, read from its path;
+        `chat_template`: a template's source replacing the model's own."""
         from jinja2.sandbox import ImmutableSandboxedEnvironment
         from tokenizers import Tokenizer
 
-        files = model.files
-        cfg = json.loads(files["config.json"])
-        tok_cfg = json.loads(files.get("tokenizer_config.json", b"{}"))
-        source = files.get("chat_template.jinja", b"").decode() or tok_cfg.get("chat_template")
+        cfg = json.loads(model.file("config.json").read_bytes())
+        tok_cfg_file = model.file("tokenizer_config.json")
+        tok_cfg = json.loads(tok_cfg_file.read_bytes()) if tok_cfg_file.is_file() else {}
+        own_file = model.file("chat_template.jinja")
+        source = (chat_template or (own_file.read_text() if own_file.is_file() else "")
+                  or tok_cfg.get("chat_template"))
         if not source:
-            raise ValueError(f"model {model.name} has no chat template")
+            raise ValueError(f"model {model.name} has no chat template ({model.path})")
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         env.globals["raise_exception"] = _raise
         self._template = env.from_string(source)
-        self._tokenizer = Tokenizer.from_str(files["tokenizer.json"].decode())
+        self._tokenizer = Tokenizer.from_str(model.file("tokenizer.json").read_text())
         self.specials = {k: _content(tok_cfg.get(k)) for k in ("bos_token", "eos_token", "pad_token")}
         facts = model_facts(cfg, f"model {model.name}: config.json")
         image_id = facts.image_token_id

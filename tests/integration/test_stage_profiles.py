@@ -28,14 +28,14 @@ def measured(vlm_dir: Path, tmp_path_factory: Any) -> tuple[Any, Path, Path]:
 
 
 def test_the_profile_loads_with_its_provenance(measured: Any, vlm_dir: Path) -> None:
-    from deployments.generation.model_files import read_model_files
+    from deployments.generation.model_files import ModelDir
     from profiling.stages import load_stage_profiles
 
     settings, _, path = measured
     p = load_stage_profiles(path)
     meta = p.metadata
     assert path.name == "vlm.stages.json"
-    assert meta["model_sha256"] == read_model_files(vlm_dir, "vlm").sha256
+    assert meta["model_sha256"] == ModelDir.at(vlm_dir, "vlm").fingerprint
     assert meta["engine"] == "vllm" and meta["threads"] == 1
     assert meta["engine_settings"] == {"max_num_seqs": 32, "kv_cache_gib": 1,
                                        "max_model_len": 256}  # the model's context

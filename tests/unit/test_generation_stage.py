@@ -8,7 +8,6 @@ import pytest
 
 from deployments.engines.turns import Turns
 from deployments.generation.encoder_loop import BatchTimes, EncoderLoop
-from deployments.generation.model_files import materialize, read_model_files
 from policies.generation.stage_batch import QueuedImage, encoder_step, priority_of, ttft_lost
 
 
@@ -94,21 +93,6 @@ def test_turns_serve_lowest_priority_first() -> None:
 
     asyncio.run(main())
     assert order == [1, 3, 5]
-
-
-def test_model_files_round_trip(tmp_path) -> None:
-    src = tmp_path / "m"
-    src.mkdir()
-    (src / "config.json").write_text("{}")
-    (src / "model.safetensors").write_bytes(b"w" * 10)
-    (src / "train.log").write_text("not carried")
-    files = read_model_files(src, "m")
-    assert set(files.files) == {"config.json", "model.safetensors"}
-    out = materialize(files, tmp_path / "node")
-    assert (out / "model.safetensors").read_bytes() == b"w" * 10
-    assert materialize(files, tmp_path / "node") == out  # written once
-    with pytest.raises(FileNotFoundError, match="config.json"):
-        read_model_files(tmp_path, "none")
 
 
 def test_image_groups_split_in_order_at_most_one_per_replica() -> None:

@@ -135,14 +135,14 @@ def test_stale_reasons(tmp_path: Path) -> None:
 def test_a_current_profile_is_reused_without_measuring(tmp_path: Path) -> None:
     import torch
 
-    from deployments.generation.model_files import read_model_files
+    from deployments.generation.model_files import ModelDir
     from profiling.measure import hardware_string
 
     model_dir = tmp_path / "model"
     model_dir.mkdir()
     (model_dir / "config.json").write_text("{}")
     settings = StageSettings(model_dir=str(model_dir))
-    sha = read_model_files(model_dir, "vlm").sha256
+    sha = ModelDir.at(model_dir, "vlm").fingerprint
     path = stage_profile_file(tmp_path / "profiles", "vlm")
     write_stage_profiles(profiles(settings, sha, hardware_string(torch.device("cpu"))), path)
     before = path.read_bytes()

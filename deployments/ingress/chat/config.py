@@ -18,7 +18,9 @@ class GenerationConfig(StrictConfig):
     model_dir: str | None = Field(
         None, description="a model directory to serve (config.json, tokenizer, chat template, "
                           "safetensors; its config.json's model_type picks the adapter: "
-                          "docs/own_models.md); none: the project's VLM, trained on first use")
+                          "docs/own_models.md), loaded by every replica from this path on its "
+                          "node: on a cluster, a path every node sees (docs/deploy.md, Model "
+                          "directories); none: the project's VLM, trained on first use")
     chat_template: str | None = Field(
         None, description="a Jinja chat template file replacing the model directory's own "
                           "(the ingress renders every prompt with it); none: the model's")

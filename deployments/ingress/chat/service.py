@@ -166,14 +166,16 @@ def _stage_failure(exc: BaseException) -> ChatError:
 
 def chat_service(graph: Any, http: Any,
                  on_timing: Callable[[StageTiming], None] | None = None) -> ChatService:
-    """The service of an `app.chat_graph.ChatGraph` (settings, prompt files, stage handles);
-    `on_timing`: each request's stage timing (the ingress's metrics)."""
+    """The service of an `app.chat_graph.ChatGraph` (settings, model directory, chat template
+    override, stage handles); the model directory's prompt files are read from its path on this
+    node, once checked to be the builder's (`ModelDir.verified`); `on_timing`: each request's
+    stage timing (the ingress's metrics)."""
     from deployments.ingress.chat.config import GenerationConfig
 
     cfg = dict(graph.config)
     context = int(cfg.pop("context_len"))
     g = GenerationConfig.model_validate(cfg)
-    renderer = PromptRenderer(graph.prompt_files)
+    renderer = PromptRenderer(graph.model.verified(), graph.chat_template)
     pipeline = GenerationPipeline(graph.llm, graph.encoder, renderer.facts.tokens_per_image,
                                   count_image_tokens=g.architecture == "decoder_only",
                                   fan_out=g.encoder.fan_out, on_timing=on_timing)

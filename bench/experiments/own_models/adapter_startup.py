@@ -105,7 +105,7 @@ def measure(system: str, adapter: str, model_dir: Path, port: int, requests: int
     config = work / "serve_config.yaml"
     config.write_text(json.dumps({"applications": [{"args": {"classifiers": []}}]}))
     spec = SystemSpec(kind, port, str(model_dir), "tiny",
-                      EngineBudget(max_model_len=512, max_images=1, max_num_seqs=4),
+                      EngineBudget(max_model_len=256, max_images=1, max_num_seqs=4),
                       slo_ms=10_000.0, config=str(config), log_dir=str(work / "logs"))
     run = start(spec)
     try:

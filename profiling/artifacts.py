@@ -81,7 +81,7 @@ def write_profile(profile: Profile, path: Path) -> Path:
 
 
 def stale_reason(path: Path, weights_hash: str, batch_sizes: Sequence[int],
-                 threads: int) -> str | None:
+                 threads: int, device: str = "cpu") -> str | None:
     """Why the profile at `path` must be re-measured, or None when it is current."""
     if not path.exists():
         return "missing"
@@ -96,6 +96,8 @@ def stale_reason(path: Path, weights_hash: str, batch_sizes: Sequence[int],
         return f"batch sizes {meta.get('batch_sizes')} != {sorted(set(batch_sizes))}"
     if meta.get("threads") != threads:
         return f"threads {meta.get('threads')} != {threads}"
+    if str(meta.get("device", "cpu")) != device:
+        return f"device {meta.get('device')} != {device}"
     return None
 
 
@@ -147,7 +149,8 @@ def ensure_profiles(models: Sequence[str], models_dir: Path = DEFAULT_MODELS_DIR
         for task in _tasks_for(model, tasks):
             name = profile_name(model_name, task)
             path = profile_path(profiles_dir, name)
-            reason = "forced" if force else stale_reason(path, weights_hash, batch_sizes, threads)
+            reason = "forced" if force else stale_reason(path, weights_hash, batch_sizes, threads,
+                                                          str(measure.get("device", "cpu")))
             if reason is None:
                 log.info("profile %s is current: %s", name, path)
             else:

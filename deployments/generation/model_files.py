@@ -10,22 +10,16 @@ files baked into the image (docs/deploy.md, Model directories)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import socket
 from dataclasses import dataclass
-from io import BufferedReader
 from pathlib import Path
 
 from deployments.engines.architectures import ModelFacts, model_facts
+from deployments.models.fingerprints import files_fingerprint
 
 # Files of a model directory the engines read; anything else (training logs, caches) is ignored.
 SUFFIXES = (".json", ".safetensors", ".jinja", ".txt", ".model")
-# Files up to this size are fingerprinted by their whole contents (configs, tokenizers, chat
-# templates, small weights); larger ones (weights) by their size and first and last MiB, so a
-# multi-GB model is fingerprinted in milliseconds.
-WHOLE_UP_TO_BYTES = 16 << 20
-SAMPLE_BYTES = 1 << 20
 EVERY_NODE = ("every node needs the same model directory at this path (docs/deploy.md, Model "
               "directories)")
 
@@ -76,19 +70,12 @@ class ModelDir:
 
 
 def fingerprint(path: Path) -> str:
-    """sha256 over every engine-read file's name, size and contents (whole up to
-    WHOLE_UP_TO_BYTES, else the first and last SAMPLE_BYTES)."""
-    digest = hashlib.sha256()
-    for f in _engine_files(path):
-        try:
-            with f.open("rb") as fh:
-                size = f.stat().st_size
-                digest.update(f"{f.name}\0{size}\0".encode())
-                digest.update(_contents_digest(fh, size))
-        except OSError as exc:
-            raise FileNotFoundError(f"model directory {path}: {f.name} is unreadable: "
-                                    f"{exc.strerror or exc}") from None
-    return digest.hexdigest()
+    """The fingerprint (deployments/models/fingerprints.py) of the engine-read files of the
+    directory at `path`."""
+    try:
+        return files_fingerprint((f.name, f) for f in _engine_files(path))
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"model directory {path}: {exc}") from None
 
 
 def _engine_files(path: Path) -> list[Path]:
@@ -103,11 +90,3 @@ def _engine_files(path: Path) -> list[Path]:
     if not any(f.name == "config.json" for f in files):
         raise FileNotFoundError(f"model directory {path}: no config.json (not a model directory)")
     return files
-
-
-def _contents_digest(f: BufferedReader, size: int) -> bytes:
-    if size <= WHOLE_UP_TO_BYTES:
-        return hashlib.file_digest(f, "sha256").digest()
-    head = f.read(SAMPLE_BYTES)
-    f.seek(size - SAMPLE_BYTES)
-    return hashlib.sha256(head + f.read(SAMPLE_BYTES)).digest()

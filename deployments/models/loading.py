@@ -10,13 +10,13 @@ naming the path, instead of serving other weights.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from deployments.models.base import Example, Prediction, ServableModel
+from deployments.models.fingerprints import files_fingerprint
 from deployments.models.sources import (
     BuiltinModel,
     CheckpointModel,
@@ -25,9 +25,6 @@ from deployments.models.sources import (
     ModelSource,
 )
 from policies.types import Variant
-
-WHOLE_FILE_BYTES = 256 * 1024 * 1024  # larger files: size plus their first and last MiB
-EDGE_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -53,24 +50,17 @@ def source_paths(source: ModelSource, models_dir: Path) -> tuple[Path, ...]:
 
 
 def fingerprint(paths: tuple[Path, ...]) -> str:
-    """sha256 over every file under `paths` (relative name, size, bytes; a file beyond 256 MiB
-    by its size and first and last MiB). A missing path is a FileNotFoundError naming it."""
-    h = hashlib.sha256()
+    """The fingerprint (deployments/models/fingerprints.py) of every file under `paths` (the
+    same paths on every node); a missing path is a FileNotFoundError naming it."""
+    files: list[tuple[str, Path]] = []
     for root in paths:
         if not root.exists():
             raise FileNotFoundError(f"model path {root} does not exist")
-        files = sorted(f for f in root.rglob("*") if f.is_file()) if root.is_dir() else [root]
-        for f in files:
-            size = f.stat().st_size
-            h.update(f"{f.relative_to(root) if root.is_dir() else f.name}:{size}\0".encode())
-            with f.open("rb") as fh:
-                if size <= WHOLE_FILE_BYTES:
-                    h.update(fh.read())
-                else:
-                    h.update(fh.read(EDGE_BYTES))
-                    fh.seek(size - EDGE_BYTES)
-                    h.update(fh.read())
-    return h.hexdigest()
+        if root.is_dir():
+            files += [(str(f), f) for f in sorted(root.rglob("*")) if f.is_file()]
+        else:
+            files.append((str(root), root))
+    return files_fingerprint(files)
 
 
 def model_ref(family: str, source: ModelSource, models_dir: Path) -> ModelRef:

@@ -12,7 +12,7 @@ from typing import Any
 import cloudpickle
 import pytest
 
-from deployments.generation import model_files
+from deployments.models import fingerprints
 from deployments.generation.model_files import ModelDir
 from tests.helpers.chat_renderer import prompt_model_dir
 
@@ -38,8 +38,8 @@ def test_the_fingerprint_covers_the_engine_files_only(tmp_path: Path) -> None:
 
 def test_large_weights_are_fingerprinted_by_size_and_their_ends(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(model_files, "WHOLE_UP_TO_BYTES", 4096)
-    monkeypatch.setattr(model_files, "SAMPLE_BYTES", 1024)
+    monkeypatch.setattr(fingerprints, "WHOLE_UP_TO_BYTES", 4096)
+    monkeypatch.setattr(fingerprints, "SAMPLE_BYTES", 1024)
     src = plain_dir(tmp_path / "m")
     weights = bytearray(b"w" * 10_000)
     (src / "model.safetensors").write_bytes(weights)

@@ -4,9 +4,10 @@ worker nodes (each its own `ray start`, temp dir and ports), the code shipped as
 generated from serve_config.yaml (app.cli.rayservice.apply_overrides) to the head's dashboard.
 The cluster machinery is bench/core/cluster.py (the node-loss benchmark shares it).
 
-Replicas land on the worker nodes only; the builder (on the head) hands them weights, profiles
-and plans, so once the app runs, the artifact directory is deleted and a worker node is stopped:
-Serve restarts its replicas on the other worker, which find no file and still serve, with their
+Replicas land on the worker nodes only; the builder (on the head) hands them profiles and plans
+as arguments and the weights as a path every node sees (here: the same host), so once the app
+runs, the profile and plan directories are deleted and a worker node is stopped: Serve restarts
+its replicas on the other worker, which load the weights from their path and serve with their
 plans (no fallback). Every process here is started by this test and stopped by pid.
 """
 
@@ -115,7 +116,10 @@ def _deploy_and_stop_a_worker(cluster: Cluster, package_url: str,
     before = wait_for("replicas running on worker nodes",
                       lambda: placed(dashboard, REPLICAS, workers), 300)
     assert wait_for("app answers", lambda: serving(url, inputs, task), 60)
-    shutil.rmtree(root / "artifacts")  # from here on, no replica can read a file of them
+    # the weights stay (a volume every node sees: replicas load them from their path); the
+    # profiles and plans go: they came with the app, and a restarted replica needs no file of them
+    shutil.rmtree(paths["profiles_dir"])
+    shutil.rmtree(paths["plans_dir"])
 
     counts = {w: sum(ids[w] in v for v in before.values()) for w in ORDER}
     gone = max(ORDER, key=lambda w: counts[w])  # the worker holding the most replicas

@@ -37,5 +37,6 @@ def make_engine(kind: str, model_dir: str | Path, settings: dict[str, Any] | Non
         from deployments.engines.hf import TransformersEngine
 
         check_engine_settings(kind, settings)
-        return TransformersEngine(model_dir, settings.get("max_model_len"))
+        return TransformersEngine(model_dir, settings.get("max_model_len"),
+                                  bool(settings.get("trust_remote_code", False)))
     raise ValueError(f"unknown engine {kind!r}; valid: {list(ENGINE_KINDS)}")

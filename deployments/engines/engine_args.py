@@ -22,7 +22,7 @@ OWN_ARGS: dict[str, str] = {
     "scheduling_policy": "the server (deadline priority: generation.priority)",
     "disable_log_stats": "the server",
 }
-TRANSFORMERS_SETTINGS = ("max_model_len",)
+TRANSFORMERS_SETTINGS = ("max_model_len", "trust_remote_code")
 
 
 def parallel_devices(kwargs: Mapping[str, Any]) -> int:

@@ -43,9 +43,11 @@ class _Run:
 
 
 class TransformersEngine:
-    def __init__(self, model_dir: str | Path, max_model_len: int | None = None) -> None:
+    def __init__(self, model_dir: str | Path, max_model_len: int | None = None,
+                 trust_remote_code: bool = False) -> None:
         facts = read_model_dir(model_dir)
         self._facts = facts
+        self._remote = {"trust_remote_code": trust_remote_code}  # the model's own code
         self.info = EngineInfo(name="transformers", model_dir=str(model_dir),
                                max_model_len=max_model_len or facts.max_position,
                                tokens_per_image=facts.tokens_per_image,
@@ -64,15 +66,17 @@ class TransformersEngine:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         path = self._facts.path
-        self._tok = AutoTokenizer.from_pretrained(path)
+        self._tok = AutoTokenizer.from_pretrained(path, **self._remote)
         if self._facts.adapter == "llava":
             from transformers import AutoImageProcessor, LlavaForConditionalGeneration
 
-            self._images = AutoImageProcessor.from_pretrained(path)
-            model = LlavaForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
+            self._images = AutoImageProcessor.from_pretrained(path, **self._remote)
+            model = LlavaForConditionalGeneration.from_pretrained(path, dtype=torch.float32,
+                                                                  **self._remote)
             self._body = model.model.language_model
         else:  # a text-only causal LM: its decoder body and head
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
+                                                         **self._remote)
             self._body = model.model
         self._model = model.eval()
         image_id = self._facts.image_token_id

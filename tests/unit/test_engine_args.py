@@ -34,6 +34,7 @@ def test_engine_settings_are_checked_at_config_load() -> None:
         GenerationConfig(engine_settings={"max_num_seq": 8})
     with pytest.raises(ValidationError, match="unknown transformers engine settings"):
         GenerationConfig(engine="transformers", engine_settings={"max_num_seqs": 8})
+    GenerationConfig(engine="transformers", engine_settings={"trust_remote_code": True})
     with pytest.raises(ValueError, match="unknown engine 'tgi'"):
         check_engine_settings("tgi", {})
 

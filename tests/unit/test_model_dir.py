@@ -12,8 +12,8 @@ from typing import Any
 import cloudpickle
 import pytest
 
-from deployments.models import fingerprints
 from deployments.generation.model_files import ModelDir
+from deployments.models import fingerprints
 from tests.helpers.chat_renderer import prompt_model_dir
 
 WEIGHTS_BYTES = 5 << 20

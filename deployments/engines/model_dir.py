@@ -3,13 +3,13 @@ adapter, deployments/engines/architectures.py), with where it is."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from deployments.engines.architectures import ModelFacts, read_facts
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelDirFacts(ModelFacts):
     path: str
 
@@ -17,4 +17,6 @@ class ModelDirFacts(ModelFacts):
 def read_model_dir(path: str | Path) -> ModelDirFacts:
     """Reads config.json; a directory no adapter serves is a clear error naming the supported
     model types."""
-    return ModelDirFacts(**asdict(read_facts(path)), path=str(Path(path)))
+    facts = read_facts(path)
+    return ModelDirFacts(**{f.name: getattr(facts, f.name) for f in fields(facts)},
+                         path=str(Path(path)))

@@ -65,7 +65,7 @@ class ImageEncoder(ReportsPendingTokens):
                  {n: round(s * 1000, 2) for n, s in self.loop.times.seconds.items()})
 
     async def encode(self, call: ImageCall) -> EncodedImage:
-        self.arrivals.add(IMAGE_TOKENS, len(call.data) * self.tokens_per_image)
+        self.arrivals.add(IMAGE_TOKENS, call.route_tokens or len(call.data) * self.tokens_per_image)
         with self.holding_tokens(call):  # the image token router's count (routers.py)
             return await self._encode(call)
 

@@ -133,7 +133,8 @@ class LLMBackend(ReportsPendingTokens):
     def _count_arrival(self, call: GenerateCall) -> None:
         """Prompt tokens arriving, split: the policy counts text + image tokens for a
         decoder-only model, text only for cross-attention (deployments/autoscaling/)."""
-        image = call.num_images * self.tokens_per_image
+        image = (call.num_images * self.tokens_per_image if call.image_tokens is None
+                 else call.image_tokens)
         self.arrivals.add(TEXT_TOKENS, max(0, call.prompt_tokens - image))
         self.arrivals.add(IMAGE_TOKENS, image)
 

@@ -61,8 +61,10 @@ class ModelDir:
 
     def facts(self) -> ModelFacts:
         """What its config.json says, through its architecture's adapter."""
+        pre = self.file("preprocessor_config.json")
         return model_facts(json.loads(self.file("config.json").read_bytes()),
-                           f"model {self.name}")
+                           f"model {self.name}",
+                           json.loads(pre.read_bytes()) if pre.is_file() else None)
 
     def tokens_per_image(self) -> int:
         """Image tokens per image (the adapter's; 0: a model that takes no images)."""

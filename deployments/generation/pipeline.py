@@ -40,6 +40,7 @@ class ChatJob:
     arrival_s: float
     ttft_deadline_s: float
     sampling: Sampling = Sampling()
+    image_tokens: tuple[int, ...] = ()  # per image, the adapter's count from its size
 
 
 @dataclass(frozen=True)
@@ -75,11 +76,16 @@ class GenerationPipeline:
         return "monolith" if self.encoder is None else "disaggregated"
 
     def call_of(self, job: ChatJob) -> GenerateCall:
-        image_tokens = len(job.images) * self.tokens_per_image
+        image_tokens = sum(self.image_tokens(job))
         route = job.prompt_tokens if self.count_image_tokens else job.prompt_tokens - image_tokens
         return GenerateCall(job.request_id, job.prompt, job.max_tokens, job.arrival_s,
                             job.ttft_deadline_s, job.prompt_tokens, len(job.images),
-                            route_tokens=route, sampling=job.sampling)
+                            route_tokens=route, sampling=job.sampling, image_tokens=image_tokens)
+
+    def image_tokens(self, job: ChatJob) -> tuple[int, ...]:
+        """Each image's tokens: the ingress's count (the adapter's, from the image's size), else
+        the model's fixed tokens per image."""
+        return job.image_tokens or (self.tokens_per_image,) * len(job.images)
 
     async def run(self, job: ChatJob) -> AsyncIterator[GenChunk]:
         call = self.call_of(job)
@@ -113,8 +119,9 @@ class GenerationPipeline:
             log.exception("stage timing hook failed")
 
     async def _encode(self, job: ChatJob) -> list[EncodedImage]:
+        tokens = self.image_tokens(job)
         calls = [self.encoder.encode.remote(
                      ImageCall(job.request_id, start, job.images[start:stop], job.ttft_deadline_s,
-                               route_tokens=(stop - start) * self.tokens_per_image))
+                               route_tokens=sum(tokens[start:stop])))
                  for start, stop in image_groups(len(job.images), self.fan_out)]
         return list(await asyncio.gather(*calls))

@@ -7,10 +7,10 @@ and are the routers' token costs."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from deployments.engines.architectures import model_facts
 from deployments.generation.model_files import ModelDir
 
 
@@ -28,7 +28,6 @@ class PromptRenderer:
         from jinja2.sandbox import ImmutableSandboxedEnvironment
         from tokenizers import Tokenizer
 
-        cfg = json.loads(model.file("config.json").read_bytes())
         tok_cfg_file = model.file("tokenizer_config.json")
         tok_cfg = json.loads(tok_cfg_file.read_bytes()) if tok_cfg_file.is_file() else {}
         own_file = model.file("chat_template.jinja")
@@ -41,7 +40,8 @@ class PromptRenderer:
         self._template = env.from_string(source)
         self._tokenizer = Tokenizer.from_str(model.file("tokenizer.json").read_text())
         self.specials = {k: _content(tok_cfg.get(k)) for k in ("bos_token", "eos_token", "pad_token")}
-        facts = model_facts(cfg, f"model {model.name}: config.json")
+        facts = model.facts()
+        self.tokens_for = facts.tokens_for  # (width, height) -> one image's tokens
         image_id = facts.image_token_id
         token = "" if image_id is None else self._tokenizer.id_to_token(image_id)
         if token is None:
@@ -54,15 +54,17 @@ class PromptRenderer:
         return self._template.render(messages=messages, add_generation_prompt=True,
                                      **self.specials)
 
-    def count(self, prompt: str, num_images: int) -> int:
-        """Prompt tokens with every image placeholder expanded (what the engines count)."""
+    def count(self, prompt: str, image_tokens: Sequence[int]) -> int:
+        """Prompt tokens with every image placeholder expanded to its image's tokens
+        (`image_tokens`, one count per image: `tokens_for`; what the engines count)."""
         ids = self._tokenizer.encode(prompt, add_special_tokens=False).ids
         image_id = self.facts.image_token_id
         found = 0 if image_id is None else sum(1 for t in ids if t == image_id)
-        if found != num_images:
-            raise ValueError(f"the prompt holds {found} image placeholders for {num_images} "
-                             "images (an image placeholder typed in the text?)")
-        return len(ids) + num_images * (self.facts.tokens_per_image - 1)
+        if found != len(image_tokens):
+            raise ValueError(f"the prompt holds {found} image placeholders for "
+                             f"{len(image_tokens)} images (an image placeholder typed in the "
+                             "text?)")
+        return len(ids) + sum(image_tokens) - len(image_tokens)
 
 
 def _raise(message: str) -> None:

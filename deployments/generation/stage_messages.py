@@ -52,6 +52,9 @@ class GenerateCall:
     num_images: int
     route_tokens: int = 0  # the LLM router's cost (text [+ image] prompt tokens)
     sampling: Sampling = Sampling()  # how the engine chooses tokens (greedy by default)
+    # the images' tokens, each image's as its architecture's adapter counts it from its size
+    # (None: num_images x the model's fixed tokens per image)
+    image_tokens: int | None = None
 
 
 @dataclass(frozen=True)

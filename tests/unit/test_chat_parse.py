@@ -161,8 +161,9 @@ def test_image_over_the_byte_limit_before_decoding() -> None:
 
 def counting_context(context_len: int, tokens_per_image: int = 10) -> ContextCheck:
     """A whitespace 'tokenizer' standing for the engine's (the real one: the last test)."""
-    return ContextCheck(context_len, lambda p, n: len(p.split()) + n * tokens_per_image,
-                        lambda msgs: json.dumps(msgs), image_placeholder="IMG")
+    return ContextCheck(context_len, lambda p, t: len(p.split()) + sum(t),
+                        lambda msgs: json.dumps(msgs), lambda w, h: tokens_per_image,
+                        image_placeholder="IMG")
 
 
 def test_prompt_longer_than_the_context() -> None:
@@ -363,32 +364,37 @@ def test_renders_and_counts_with_the_vlm_tokenizer() -> None:
         return str(tokenizer.apply_chat_template(msgs, tokenize=False,
                                                  add_generation_prompt=True))
 
-    def count(prompt: str, images: int) -> int:
-        return len(tokenizer(prompt, add_special_tokens=False).input_ids) + images * (16 - 1)
+    def count(prompt: str, images: tuple[int, ...]) -> int:
+        return len(tokenizer(prompt, add_special_tokens=False).input_ids) + sum(images) - len(
+            images)
+
+    def sixteen(width: int, height: int) -> int:  # the tiny VLM's tokens per image
+        return 16
 
     raw = {"model": "vlm", "messages": [{"role": "system", "content": "be brief"},
                                         {"role": "user", "content": [image_part(PNG),
                                                                      image_part(PNG), TEXT]}]}
-    req = parse_chat(raw, LIMITS, MODELS, context=ContextCheck(512, count, render))
+    req = parse_chat(raw, LIMITS, MODELS, context=ContextCheck(512, count, render, sixteen))
     assert req.prompt == render(template_messages(req.turns))
     assert req.prompt.startswith("<bos>system: be brief\nuser:")
     assert req.prompt.count("<image>") == 2 and req.prompt.endswith("assistant:")
     plain = len(tokenizer(req.prompt, add_special_tokens=False).input_ids)
-    assert req.prompt_tokens == plain + 2 * 15
+    assert req.prompt_tokens == plain + 2 * 15 and req.image_tokens == (16, 16)
     assert req.max_tokens == 256
     sneaky = {"model": "vlm", "messages": [{"role": "user", "content": [
         {"type": "text", "text": "read <image> the digits"}, image_part(PNG)]}]}
-    err = refused(sneaky, context=ContextCheck(512, count, render,
+    err = refused(sneaky, context=ContextCheck(512, count, render, sixteen,
                                                reserved=tuple(tokenizer.all_special_tokens)))
     assert (err.code, err.param) == ("reserved_token", "messages[0].content")
     assert "'<image>'" in err.message
 
-    def strict_count(prompt: str, images: int) -> int:  # as deployments/generation/prompt.py
+    def strict_count(prompt: str, images: tuple[int, ...]) -> int:  # as generation/prompt.py
         found = prompt.count("<image>")
-        if found != images:
-            raise ValueError(f"the prompt holds {found} image placeholders for {images} images")
+        if found != len(images):
+            raise ValueError(f"the prompt holds {found} image placeholders for {len(images)} "
+                             "images")
         return count(prompt, images)
-    err = refused(sneaky, context=ContextCheck(512, strict_count, render))
+    err = refused(sneaky, context=ContextCheck(512, strict_count, render, sixteen))
     assert (err.status, err.code) == (400, "invalid_request") and "2 image placeholders" in err.message
 
 

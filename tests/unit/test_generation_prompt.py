@@ -25,6 +25,7 @@ def test_count_expands_images(both: tuple[object, PromptRenderer]) -> None:
     tok, renderer = both
     prompt = renderer.render(MESSAGES)
     ids = tok(prompt, add_special_tokens=False).input_ids  # type: ignore[operator]
-    assert renderer.count(prompt, 2) == len(ids) + 2 * 63
+    assert renderer.count(prompt, (64, 64)) == len(ids) + 2 * 63
+    assert renderer.tokens_for(500, 20) == 64  # LLaVA: fixed, whatever the size
     with pytest.raises(ValueError, match="2 image placeholders for 1"):
-        renderer.count(prompt, 1)
+        renderer.count(prompt, (64,))

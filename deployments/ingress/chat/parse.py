@@ -38,15 +38,18 @@ FastestTtft = Callable[[int, int | None], float]
 class ContextCheck:
     """The engine's view of a prompt: `render` is the tokenizer's chat template (e.g. `lambda
     m: tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True)`), given
-    `template_messages(turns, image_placeholder)`; `count_prompt_tokens(prompt, num_images)`
-    counts the rendered prompt's tokens with image tokens expanded (Engine.prompt_tokens).
+    `template_messages(turns, image_placeholder)`; `image_tokens(width, height)` is one
+    image's tokens (its architecture's adapter: fixed, or following the image's size);
+    `count_prompt_tokens(prompt, image_tokens)` counts the rendered prompt's tokens with each
+    image's tokens expanded (Engine.prompt_tokens).
     `reserved`: strings no text may hold, the tokenizer's special tokens (`<image>` written in
     a message would otherwise become an image slot with no image). A ValueError of either hook
     is the messages' fault (a 400 with its message)."""
 
     context_len: int
-    count_prompt_tokens: Callable[[str, int], int]
+    count_prompt_tokens: Callable[[str, tuple[int, ...]], int]
     render: Callable[[list[dict[str, Any]]], str]
+    image_tokens: Callable[[int, int], int]
     image_placeholder: str | None = None
     reserved: tuple[str, ...] = ()
 
@@ -64,6 +67,7 @@ class ChatRequest:
     sampling: Sampling = Sampling()  # greedy unless the request asks otherwise
     prompt: str | None = field(default=None, repr=False)  # rendered, when a ContextCheck ran
     prompt_tokens: int | None = None  # image tokens included, when a ContextCheck ran
+    image_tokens: tuple[int, ...] = ()  # per image, when a ContextCheck ran
 
     @property
     def num_images(self) -> int:
@@ -88,9 +92,10 @@ def parse_chat(body: bytes | Mapping[str, Any], limits: ChatLimits, known_models
     turns, refs = parse_messages(wire.messages, limits)
     slo_ms = _ttft_slo_ms(wire, headers or {}, limits)
     images = tuple(read_image(r.url, r.index, r.param, limits) for r in refs)
-    prompt, prompt_tokens, room = None, None, None
+    prompt, prompt_tokens, room, image_tokens = None, None, None, ()
     if context is not None:
-        prompt, prompt_tokens = _count(turns, len(images), context)
+        image_tokens = _image_tokens(images, context)
+        prompt, prompt_tokens = _count(turns, image_tokens, context)
         room = context.context_len - prompt_tokens
     max_tokens = _max_tokens(wire, limits, room, prompt_tokens)
     fastest = (min_ttft_ms(len(images), prompt_tokens) if callable(min_ttft_ms)
@@ -105,7 +110,8 @@ def parse_chat(body: bytes | Mapping[str, Any], limits: ChatLimits, known_models
         request_id=request_id or f"chatcmpl-{uuid.uuid4().hex}", model=wire.model,
         turns=turns, images=images, max_tokens=max_tokens, stream=bool(wire.stream),
         include_usage=bool(options and options.include_usage), ttft_slo_ms=slo_ms,
-        sampling=sampling, prompt=prompt, prompt_tokens=prompt_tokens)
+        sampling=sampling, prompt=prompt, prompt_tokens=prompt_tokens,
+        image_tokens=image_tokens)
 
 
 def _validated(body: bytes | Mapping[str, Any], json_limits: JsonLimits) -> ChatCompletionRequest:
@@ -159,7 +165,15 @@ def _ttft_slo_ms(wire: ChatCompletionRequest, headers: Mapping[str, str],
     return found if found is not None else limits.default_ttft_slo_ms
 
 
-def _count(turns: tuple[Turn, ...], num_images: int, context: ContextCheck) -> tuple[str, int]:
+def _image_tokens(images: tuple[ImageInput, ...], context: ContextCheck) -> tuple[int, ...]:
+    try:
+        return tuple(context.image_tokens(i.width, i.height) for i in images)
+    except ValueError as exc:  # a size the model's image processor refuses
+        raise ChatError("invalid_image", f"messages: {exc}", "messages") from None
+
+
+def _count(turns: tuple[Turn, ...], image_tokens: tuple[int, ...], context: ContextCheck
+           ) -> tuple[str, int]:
     for i, turn in enumerate(turns):
         found = next((r for r in context.reserved if r and r in turn.text), None)
         if found is not None:
@@ -168,7 +182,7 @@ def _count(turns: tuple[Turn, ...], num_images: int, context: ContextCheck) -> t
                             "parts", f"messages[{i}].content")
     try:
         prompt = context.render(template_messages(turns, context.image_placeholder))
-        tokens = context.count_prompt_tokens(prompt, num_images)
+        tokens = context.count_prompt_tokens(prompt, image_tokens)
     except ValueError as exc:  # the template or tokenizer refused these messages
         raise ChatError("invalid_request", f"messages: {exc}", "messages") from None
     if tokens >= context.context_len:

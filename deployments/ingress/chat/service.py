@@ -63,7 +63,7 @@ class ChatService:
         facts = model.renderer.facts
         specials = tuple(v for v in model.renderer.specials.values() if v)
         self.context = ContextCheck(model.context_len, model.renderer.count,
-                                    model.renderer.render, None,
+                                    model.renderer.render, model.renderer.tokens_for,
                                     reserved=(facts.image_token, *specials))
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> ChatRequest:
@@ -79,7 +79,8 @@ class ChatService:
         assert req.prompt is not None and req.prompt_tokens is not None
         job = ChatJob(req.request_id, req.prompt, req.prompt_tokens,
                       tuple(i.data for i in req.images), req.max_tokens, arrival.time_s,
-                      arrival.time_s + req.ttft_slo_ms / 1000.0, req.sampling)
+                      arrival.time_s + req.ttft_slo_ms / 1000.0, req.sampling,
+                      req.image_tokens)
         chunks = self.model.pipeline.run(job).__aiter__()
         wait_s = max(0.0, job.ttft_deadline_s - time.time()) + self.limits.ttft_grace_s
         try:  # the deadline holds even where a stage never answers (no live replica)

@@ -176,7 +176,7 @@ async def _prefill_ms(engine: Any, prompts: PromptMaker, n: int, calls: int) -> 
     out = []
     for k in range(calls):
         prompt = prompts(n)
-        got = engine.prompt_tokens(prompt, 0)
+        got = engine.prompt_tokens(prompt, ())
         if got != n:
             raise RuntimeError(f"a prompt meant to be {n} tokens is {got} to the engine")
         start = time.perf_counter()

@@ -9,7 +9,7 @@ stream `TokenDelta`s; the last one has `finished=True`, its `finish_reason` and 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -79,6 +79,7 @@ class Engine(Protocol):
 
     async def abort(self, request_id: str) -> None: ...
 
-    def prompt_tokens(self, prompt: str, num_images: int) -> int: ...
+    def prompt_tokens(self, prompt: str, image_tokens: Sequence[int]) -> int:
+        """The prompt's tokens, each image placeholder expanded to its image's tokens."""
 
     def shutdown(self) -> None: ...

@@ -1,18 +1,20 @@
-"""The transformers engine: a LLaVA-style model's decode with a KV cache (greedy or sampled as the
+"""The transformers engine: a LLaVA-style or Qwen2-VL / Qwen2.5-VL model's decode with a KV cache (greedy or sampled as the
 request's `Sampling` says, stop sequences held back until recognised), streamed token by
 token, for models vLLM does not take (and as the reference the vLLM engine is tested against).
 
 One request runs at a time (no batching), lowest priority value first. Each model step runs on
 one worker thread, so the replica's event loop keeps serving between steps, and a cancelled
-request stops at its next step. Images come as embeddings [tokens, hidden] (the encoder stage's
-output) or as PIL images, which the engine encodes with the model's own vision tower.
+request stops at its next step. Images come as embeddings (the encoder stage's output:
+[tokens, hidden], or `GridEmbeds` for Qwen-VL) or as PIL images, which the engine encodes with
+the model's own vision tower. Qwen-VL's prefill is the model's own forward (its M-RoPE positions
+follow the images' grids); its decode steps continue from the positions it left.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,7 @@ from deployments.engines.base import (
     TokenDelta,
 )
 from deployments.engines.choose_token import choose_token, generator_for
+from deployments.engines.image_inputs import GridEmbeds, expand_placeholders, image_tokens
 from deployments.engines.model_dir import read_model_dir
 from deployments.engines.sampling import Sampling, cut_at_stop
 from deployments.engines.turns import Turns
@@ -58,6 +61,7 @@ class TransformersEngine:
         self._tok: Any = None
         self._images: Any = None
         self._body: Any = None  # the decoder stack the KV cache steps through
+        self._vision: Any = None  # Qwen-VL: its vision tower (PIL images -> GridEmbeds)
 
     async def start(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._pool, self._load)
@@ -74,6 +78,12 @@ class TransformersEngine:
             model = LlavaForConditionalGeneration.from_pretrained(path, dtype=torch.float32,
                                                                   **self._remote)
             self._body = model.model.language_model
+        elif self._facts.adapter == "qwen_vl":
+            from deployments.engines.qwen_vl import QwenVisionTower, load_qwen_vl
+
+            model = load_qwen_vl(path)
+            self._vision = QwenVisionTower(path, model)
+            self._body = model.model  # takes the images itself (mm_encoder_outputs)
         else:  # a text-only causal LM: its decoder body and head
             model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
                                                          **self._remote)
@@ -84,23 +94,16 @@ class TransformersEngine:
         self.info = EngineInfo(**{**self.info.__dict__, "image_token": token})
         log.info("transformers engine loaded %s", path)
 
-    def prompt_ids(self, prompt: str, num_images: int) -> list[int]:
-        """The prompt's token ids with each image placeholder expanded to its tokens."""
+    def prompt_ids(self, prompt: str, image_tokens: Sequence[int]) -> list[int]:
+        """The prompt's token ids with each image placeholder expanded to its image's tokens."""
         ids = self._tok(prompt, add_special_tokens=False)["input_ids"]
-        image_id = self._facts.image_token_id
-        found = 0 if image_id is None else sum(1 for t in ids if t == image_id)
-        if found != num_images:
-            raise EngineError(f"prompt has {found} image placeholders for {num_images} images")
-        out: list[int] = []
-        for t in ids:
-            out.extend([t] * self._facts.tokens_per_image if t == image_id else [t])
-        return out
+        return expand_placeholders(ids, self._facts.image_token_id, image_tokens)
 
-    def prompt_tokens(self, prompt: str, num_images: int) -> int:
-        return len(self.prompt_ids(prompt, num_images))
+    def prompt_tokens(self, prompt: str, image_tokens: Sequence[int]) -> int:
+        return len(self.prompt_ids(prompt, image_tokens))
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[TokenDelta]:
-        ids = self.prompt_ids(request.prompt, len(request.images))
+        ids = self.prompt_ids(request.prompt, image_tokens(self._facts, request.images))
         if len(ids) + request.max_tokens > self.info.max_model_len:
             raise PromptTooLong(f"prompt of {len(ids)} tokens + max_tokens {request.max_tokens} "
                                 f"exceeds the context of {self.info.max_model_len}")
@@ -148,6 +151,8 @@ class TransformersEngine:
                  generator: torch.Generator | None) -> _Run:
         from transformers import DynamicCache
 
+        if self._vision is not None:
+            return self._qwen_prefill(ids, images, sampling, generator)
         input_ids = torch.tensor([ids])
         emb = self._model.get_input_embeddings()(input_ids)
         feats = self._features(images)
@@ -158,6 +163,26 @@ class TransformersEngine:
                                   "image embeddings")
             emb = emb.masked_scatter(mask, feats.to(emb.dtype))
         out = self._body(inputs_embeds=emb, past_key_values=DynamicCache(), use_cache=True)
+        logits = self._model.lm_head(out.last_hidden_state[:, -1])
+        token = choose_token(logits, sampling, [], generator)
+        return _Run(out.past_key_values, token, [token])
+
+    def _qwen_prefill(self, ids: list[int], images: tuple[Any, ...], sampling: Sampling,
+                      generator: torch.Generator | None) -> _Run:
+        from transformers import DynamicCache
+
+        from deployments.engines.qwen_vl import prefill_inputs
+
+        if all(isinstance(x, GridEmbeds) for x in images):
+            embeds = list(images)
+        elif any(isinstance(x, GridEmbeds | torch.Tensor) for x in images):
+            raise EngineError("a Qwen-VL request's images must be all GridEmbeds or all pixels")
+        else:
+            embeds = self._vision.encode(images)
+        assert self._facts.image_token_id is not None
+        self._body.rope_deltas = None  # positions start afresh (no other request's offset)
+        out = self._body(**prefill_inputs(ids, self._facts.image_token_id, embeds),
+                         past_key_values=DynamicCache(), use_cache=True)
         logits = self._model.lm_head(out.last_hidden_state[:, -1])
         token = choose_token(logits, sampling, [], generator)
         return _Run(out.past_key_values, token, [token])

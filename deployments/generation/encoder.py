@@ -23,7 +23,7 @@ from deployments.generation.encoder_loop import EncoderLoop, QueueFull
 from deployments.generation.model_files import ModelDir
 from deployments.generation.routers import ReportsPendingTokens
 from deployments.generation.stage_messages import EncodedImage, ImageCall
-from deployments.generation.vision import VisionEncoder, open_image
+from deployments.generation.vision import image_group, load_vision_encoder, open_image
 from deployments.models.base import InputError, UnsupportedMediaType
 from policies.autoscaling.meter import ShareSinceLast
 
@@ -53,7 +53,7 @@ class ImageEncoder(ReportsPendingTokens):
         self.settings = EncoderSettings.model_validate(settings)
         torch.set_num_threads(self.settings.torch_threads)
         model = model.verified()
-        self.vision = VisionEncoder(model.path)
+        self.vision = load_vision_encoder(model.path)
         self.loop = EncoderLoop(self.vision.encode, self.settings.max_batch_images,
                                 self.settings.max_queued_images)
         self.held = HeldRefs()
@@ -90,12 +90,11 @@ class ImageEncoder(ReportsPendingTokens):
         if any(emb is None for emb in embs):
             return EncodedImage("deadline_exceeded",
                                 message="the TTFT deadline was lost before this image ran")
-        stacked = _stack(embs)  # [images, tokens, hidden], one object to pull
+        group, tokens = image_group(embs)  # one object to pull
         done = time.time()
-        ref = ray.put(stacked)
+        ref = ray.put(group)
         self.held.hold(ref, max(call.deadline_s, done) + self.settings.hold_after_deadline_s)
-        return EncodedImage("ok", (ref,), int(stacked.shape[0] * stacked.shape[1]),
-                            encode_ms=(done - start) * 1000.0)
+        return EncodedImage("ok", (ref,), tokens, encode_ms=(done - start) * 1000.0)
 
     def ping(self) -> str:
         return "pong"
@@ -113,12 +112,6 @@ class ImageEncoder(ReportsPendingTokens):
         return {"pending": self.loop.pending, "encoded": self.loop.encoded,
                 "expired": self.loop.expired, "held_refs": len(self.held),
                 "batch_ms": {n: s * 1000 for n, s in self.loop.times.seconds.items()}}
-
-
-def _stack(embs: list[Any]) -> Any:
-    import torch  # the replica's (imported by its constructor); this module stays torch-free
-
-    return torch.stack(list(embs))
 
 
 class HeldRefs:

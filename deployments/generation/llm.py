@@ -145,8 +145,8 @@ class LLMBackend(ReportsPendingTokens):
     def ping(self) -> str:
         return "pong"
 
-    def prompt_tokens(self, prompt: str, num_images: int) -> int:
-        return self.engine.prompt_tokens(prompt, num_images)
+    def prompt_tokens(self, prompt: str, image_tokens: tuple[int, ...]) -> int:
+        return self.engine.prompt_tokens(prompt, image_tokens)
 
     def __del__(self) -> None:  # the engine's processes go with the replica
         engine = getattr(self, "engine", None)

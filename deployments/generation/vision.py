@@ -1,16 +1,21 @@
 """The image stage's model work: image bytes -> PIL image -> the VLM's vision tower + projector
--> embeddings [tokens, hidden] per image, the very tensors the LLM engine would compute from
-pixels (the engines test checks they give the same tokens)."""
+-> embeddings per image, the very tensors the LLM engine would compute from pixels (the engines
+tests check they give the same tokens): [tokens, hidden] for LLaVA, a `GridEmbeds` (embeddings
+and patch grid, tokens following the image's size) for Qwen2-VL / Qwen2.5-VL. The model
+directory's adapter chooses (`load_vision_encoder`)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from PIL import Image
 
+from deployments.engines.image_inputs import GridEmbeds
+from deployments.engines.model_dir import read_model_dir
 from deployments.models.image_bytes import open_checked_image
 
 log = logging.getLogger(__name__)
@@ -21,6 +26,33 @@ def open_image(raw: bytes, field: str = "image") -> Image.Image:
     """An RGB PIL image from PNG/JPEG/WebP bytes of at most MAX_IMAGE_SIDE a side
     (`open_checked_image`: UnsupportedMediaType, InputError otherwise)."""
     return open_checked_image(raw, field, MAX_IMAGE_SIDE, "RGB")
+
+
+class ImageEncoding(Protocol):
+    def encode(self, images: list[Image.Image]) -> Any:
+        """One embedding per image, in order."""
+
+
+def load_vision_encoder(model_dir: str | Path) -> ImageEncoding:
+    """The vision part alone of the model directory, as its architecture's adapter says."""
+    adapter = read_model_dir(model_dir).adapter
+    if adapter == "qwen_vl":
+        from deployments.engines.qwen_vl import QwenVisionTower
+
+        return QwenVisionTower(model_dir)
+    if adapter != "llava":
+        raise ValueError(f"{model_dir}: a {adapter} model has no vision part to encode with")
+    return VisionEncoder(model_dir)
+
+
+def image_group(embeds: Sequence[Any]) -> tuple[Any, int]:
+    """A group's embeddings as one object to hand the LLM stage, and its image tokens:
+    [images, tokens, hidden] stacked (fixed-size images), or a tuple of `GridEmbeds` (sizes
+    differ)."""
+    if embeds and isinstance(embeds[0], GridEmbeds):
+        return tuple(embeds), sum(e.tokens for e in embeds)
+    stacked = torch.stack(list(embeds))
+    return stacked, int(stacked.shape[0] * stacked.shape[1])
 
 
 class VisionEncoder:

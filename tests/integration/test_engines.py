@@ -94,9 +94,14 @@ def test_same_greedy_tokens_on_both_engines(engines: Any, model_dir: str, loop: 
 
 
 def test_prompt_counts_agree(engines: Any, model_dir: str) -> None:
+    from deployments.engines.image_inputs import image_tokens
+    from deployments.engines.model_dir import read_model_dir
+
     hf, vl = engines
+    facts = read_model_dir(model_dir)
     for prompt, images, _ in requests(model_dir, 2):
-        assert hf.prompt_tokens(prompt, len(images)) == vl.prompt_tokens(prompt, len(images))
+        tokens = image_tokens(facts, images)
+        assert hf.prompt_tokens(prompt, tokens) == vl.prompt_tokens(prompt, tokens)
 
 
 def test_priority_orders_waiting_requests(engines: Any, model_dir: str, loop: Any) -> None:

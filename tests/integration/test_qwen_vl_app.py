@@ -1,0 +1,85 @@
+"""A Qwen2-VL / Qwen2.5-VL directory (tiny, random-init, built locally from the real config
+classes: tests/helpers/tiny_qwen_vl.py) served through the real app, each run a process of its
+own on its own local Ray (tests/integration/qwen_vl_app_run.py, ~1-3 minutes each): vLLM
+monolith and disaggregated (the encoder stage runs the vision tower alone and hands vLLM
+image_embeds + image_grid_thw), and the transformers engine. A greedy request with two images of
+different sizes answers the same text as transformers' own generate on the same prompt, and
+`usage.prompt_tokens` is the adapter's count (each image's tokens from its size)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.tiny_qwen_vl import build_tiny_qwen_vl
+from tests.integration.qwen_vl_app_run import TEXT, pictures
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = [("qwen2_vl", "vllm", "monolith"), ("qwen2_vl", "vllm", "disaggregated"),
+        ("qwen2_vl", "transformers", "monolith"),
+        ("qwen2_5_vl", "transformers", "disaggregated")]
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return {t: build_tiny_qwen_vl(tmp_path_factory.mktemp(t), t) for t in ("qwen2_vl",
+                                                                           "qwen2_5_vl")}
+
+
+def served(model_dir: Path, engine: str, mode: str, out: Path) -> dict[str, Any]:
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    proc = subprocess.run([sys.executable, "-m", "tests.integration.qwen_vl_app_run",
+                           str(model_dir), engine, mode, str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and out.is_file(), proc.stdout[-3000:] + proc.stderr[-5000:]
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+def reference(model_dir: Path, with_images: bool) -> tuple[str, int]:
+    """(text of 6 greedy tokens, prompt tokens) of transformers' generate on the processor's
+    inputs for the run's request."""
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(model_dir)
+    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32).eval()
+    content: list[dict[str, Any]] = [{"type": "image"}] * (2 if with_images else 0)
+    messages = [{"role": "user", "content": [*content, {"type": "text", "text": TEXT}]}]
+    prompt = processor.apply_chat_template(messages, add_generation_prompt=True)
+    inputs = processor(text=[prompt], images=pictures() if with_images else None,
+                       return_tensors="pt")
+    model.generation_config.eos_token_id = None  # as the request's ignore_eos
+    out = model.generate(**inputs, max_new_tokens=6, do_sample=False)
+    n = inputs["input_ids"].shape[1]
+    return processor.tokenizer.decode(out[0, n:], skip_special_tokens=True), n
+
+
+@pytest.mark.parametrize(("model_type", "engine", "mode"), RUNS)
+def test_served_answers_are_the_models_own(model_dirs: dict[str, Path], model_type: str,
+                                           engine: str, mode: str,
+                                           tmp_path: Path) -> None:
+    from deployments.engines.model_dir import read_model_dir
+
+    model_dir = model_dirs[model_type]
+    run = served(model_dir, engine, mode, tmp_path / "run.json")
+    assert ("ImageEncoder" in run["deployments"]) == (mode == "disaggregated"), run
+    facts = read_model_dir(model_dir)
+    image_tokens = [facts.tokens_for(60, 100), facts.tokens_for(300, 200)]
+    assert image_tokens == [8, 54]
+    for key, with_images in (("images", True), ("text", False)):
+        answer = run[key]
+        assert answer["status"] == 200, answer
+        text, prompt_tokens = reference(model_dir, with_images)
+        body = answer["body"]
+        assert body["choices"][0]["message"]["content"] == text, (key, body, text)
+        usage = body["usage"]
+        assert (usage["prompt_tokens"], usage["completion_tokens"]) == (prompt_tokens, 6), (
+            key, usage)

@@ -172,6 +172,23 @@ def test_prompt_longer_than_the_context() -> None:
     assert "images included" in err.message and "context is 20 tokens" in err.message
 
 
+def test_each_image_counts_its_own_tokens_and_a_size_the_model_refuses_is_a_400() -> None:
+    """Dynamic resolution (Qwen-VL): the adapter's count per image, from its size."""
+    from deployments.engines.architectures import model_facts
+
+    facts = model_facts({"model_type": "qwen2_vl", "image_token_id": 5, "hidden_size": 8,
+                         "vision_config": {"patch_size": 14, "spatial_merge_size": 2}})
+    ctx = ContextCheck(4096, lambda p, t: len(p.split()) + sum(t), lambda msgs: json.dumps(msgs),
+                       facts.tokens_for, image_placeholder="IMG")
+    wide = data_url(image_bytes("PNG", size=(1000, 4)))
+    req = parse_chat(body(image_part(data_url(image_bytes("PNG", size=(60, 100)))),
+                          image_part(data_url(image_bytes("PNG", size=(448, 448)))), TEXT),
+                     LIMITS, MODELS, context=ctx)
+    assert req.image_tokens == (8, 256)
+    err = refused(body(image_part(wide), TEXT), context=ctx)
+    assert (err.status, err.code) == (400, "invalid_image") and "aspect ratio" in err.message
+
+
 def test_prompt_plus_max_tokens_longer_than_the_context() -> None:
     ctx = counting_context(40)
     ok = parse_chat(body(image_part(PNG), TEXT), LIMITS, MODELS, context=ctx)

@@ -81,8 +81,9 @@ class TransformersEngine:
         elif self._facts.adapter == "qwen_vl":
             from deployments.engines.qwen_vl import QwenVisionTower, load_qwen_vl
 
-            model = load_qwen_vl(path)
-            self._vision = QwenVisionTower(path, model)
+            remote = self._remote["trust_remote_code"]
+            model = load_qwen_vl(path, remote)
+            self._vision = QwenVisionTower(path, model, remote)
             self._body = model.model  # takes the images itself (mm_encoder_outputs)
         else:  # a text-only causal LM: its decoder body and head
             model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,

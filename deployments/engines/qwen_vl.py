@@ -15,25 +15,28 @@ from deployments.engines.base import EngineError
 from deployments.engines.image_inputs import GridEmbeds
 
 
-def load_qwen_vl(path: str | Path) -> Any:
+def load_qwen_vl(path: str | Path, trust_remote_code: bool = False) -> Any:
     """The whole model (float32, eval)."""
     from transformers import AutoModelForImageTextToText
 
-    return AutoModelForImageTextToText.from_pretrained(str(path), dtype=torch.float32).eval()
+    return AutoModelForImageTextToText.from_pretrained(
+        str(path), dtype=torch.float32, trust_remote_code=trust_remote_code).eval()
 
 
 class QwenVisionTower:
     """The vision tower and merger of a Qwen-VL model directory (the language model dropped
     after loading) with its image processor: PIL images -> one `GridEmbeds` each."""
 
-    def __init__(self, path: str | Path, model: Any | None = None) -> None:
+    def __init__(self, path: str | Path, model: Any | None = None,
+                 trust_remote_code: bool = False) -> None:
         from transformers import AutoImageProcessor
 
-        inner = (model or load_qwen_vl(path)).model
+        inner = (model or load_qwen_vl(path, trust_remote_code)).model
         if model is None:
             inner.language_model = None  # the encoder stage never runs it
         self._inner = inner
-        self._processor = AutoImageProcessor.from_pretrained(str(path))
+        self._processor = AutoImageProcessor.from_pretrained(
+            str(path), trust_remote_code=trust_remote_code)
 
     @torch.inference_mode()
     def encode(self, images: Sequence[Any]) -> list[GridEmbeds]:

@@ -1,5 +1,5 @@
 """A Qwen2-VL / Qwen2.5-VL directory (tiny, random-init, built locally from the real config
-classes: tests/helpers/tiny_qwen_vl.py) served through the real app, each run a process of its
+classes: deployments/models/vlm/tiny_qwen_vl.py) served through the real app, each run a process of its
 own on its own local Ray (tests/integration/qwen_vl_app_run.py, ~1-3 minutes each): vLLM
 monolith and disaggregated (the encoder stage runs the vision tower alone and hands vLLM
 image_embeds + image_grid_thw), and the transformers engine. A greedy request with two images of
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.tiny_qwen_vl import build_tiny_qwen_vl
+from deployments.models.vlm.tiny_qwen_vl import build_tiny_qwen_vl
 from tests.integration.qwen_vl_app_run import TEXT, pictures
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -1,5 +1,5 @@
 """Qwen2-VL and Qwen2.5-VL (tiny random-init directories built locally from the real config
-classes, tests/helpers/tiny_qwen_vl.py) on both engines: the same greedy tokens as transformers'
+classes, deployments/models/vlm/tiny_qwen_vl.py) on both engines: the same greedy tokens as transformers'
 own `generate` on the processor's inputs, with pixels (monolith) and with the encoder stage's
 `GridEmbeds` (vLLM takes `image_embeds` + `image_grid_thw`), for images of different sizes;
 and each engine's prompt count is the adapter's (what the ingress counts, what vLLM reports).
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.tiny_qwen_vl import build_tiny_qwen_vl
+from deployments.models.vlm.tiny_qwen_vl import build_tiny_qwen_vl
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 vllm = pytest.importorskip("vllm")

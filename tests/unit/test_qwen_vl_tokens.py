@@ -15,7 +15,7 @@ from deployments.generation.model_files import ModelDir
 from deployments.generation.pipeline import ChatJob, GenerationPipeline
 from deployments.generation.prompt import PromptRenderer
 from deployments.generation.stage_messages import GenerateCall, ImageCall
-from tests.helpers.tiny_qwen_vl import build_tiny_qwen_vl
+from deployments.models.vlm.tiny_qwen_vl import build_tiny_qwen_vl
 
 MESSAGES = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "what is"},
                                          {"type": "image"},

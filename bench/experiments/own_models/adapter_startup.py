@@ -5,7 +5,8 @@ built here (no download), our app (monolith, vLLM engine, no classifier) beside 
 - start time: from launching the server's process to its health route answering 200 (ours:
   Ray, Serve, the build and every replica; vLLM: its API server and engine);
 - idle TTFT: one streaming chat request at a time on the idle server (after one warm-up),
-  from the send to the first content chunk; the median of `--requests`.
+  from the send to the first content chunk (an empty answer: its finishing chunk); the median
+  of `--requests`.
 
 The same engine settings for both (bench/experiments/generation_systems/systems.py's budget).
 Prints a table and writes a Result."""
@@ -41,13 +42,15 @@ SYSTEMS = {"adaptserve": ("monolith", "/healthz"), "vllm-serve": ("vllm-serve", 
 
 def tiny_dirs(root: Path, adapters: list[str]) -> dict[str, Path]:
     """A tiny model directory per adapter: the tiny LLaVA (`TINY_VLM`, trained in seconds), its
-    language model exported as a Llama directory (text only)."""
+    language model exported as a Llama directory (text only), a random-init Qwen2-VL."""
     from deployments.models.vlm.cache import ensure_vlm
     from deployments.models.vlm.config import TINY_VLM
     from deployments.models.vlm.language_model import export_language_model
+    from deployments.models.vlm.tiny_qwen_vl import build_tiny_qwen_vl
 
     llava = ensure_vlm(root / "llava", TINY_VLM)
-    out = {"llava": llava, "llama": export_language_model(llava, root / "llama")}
+    out = {"llava": llava, "llama": export_language_model(llava, root / "llama"),
+           "qwen2_vl": build_tiny_qwen_vl(root / "qwen2_vl")}
     unknown = [a for a in adapters if a not in out]
     if unknown:
         raise SystemExit(f"no tiny model for {unknown}; valid: {sorted(out)}")
@@ -62,9 +65,9 @@ def png_url() -> str:
 
 def chat_body(adapter: str) -> dict[str, Any]:
     content: Any = "what is 2 + 3?"
-    if adapter != "llama":
+    if adapter != "llama":  # the tiny Qwen2-VL's word-level tokenizer knows these words
         content = [{"type": "image_url", "image_url": {"url": png_url()}},
-                   {"type": "text", "text": "which digit?"}]
+                   {"type": "text", "text": "which digit is this ?"}]
     return {"model": "tiny", "max_tokens": 4, "stream": True,
             "messages": [{"role": "user", "content": content}]}
 
@@ -93,8 +96,9 @@ async def _ttft_ms(url: str, body: dict[str, Any]) -> float:
         async for line in resp.content:
             text = line.decode().strip()
             if text.startswith("data:") and text != "data: [DONE]":
-                delta = json.loads(text[5:])["choices"][0].get("delta", {})
-                if delta.get("content"):
+                choice = json.loads(text[5:])["choices"][0]
+                # the first content chunk (an empty answer: its finishing chunk)
+                if choice.get("delta", {}).get("content") or choice.get("finish_reason"):
                     return (time.perf_counter() - t) * 1000.0
     raise RuntimeError(f"{url}: the stream ended without content")
 
@@ -122,7 +126,7 @@ def measure(system: str, adapter: str, model_dir: Path, port: int, requests: int
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench adapter-startup", description=__doc__)
-    parser.add_argument("--adapters", default="llava,llama")
+    parser.add_argument("--adapters", default="llava,llama,qwen2_vl")
     parser.add_argument("--rounds", type=int, default=3, help="each system this many times")
     parser.add_argument("--requests", type=int, default=5)
     parser.add_argument("--port", type=int, default=8431)

@@ -1,7 +1,8 @@
 """A tiny random-init Qwen2-VL / Qwen2.5-VL model directory built locally from the real
 configuration classes, laid out as a user's download is (config.json, model.safetensors,
 tokenizer.json + tokenizer_config.json with Qwen's chat template, preprocessor_config.json with
-small min/max pixels): what the adapter tests serve through both engines and the app.
+small min/max pixels): what the adapter tests serve through both engines and the app, and what
+`python -m bench adapter-startup` times beside `vllm serve`.
 
 The tokenizer is a word-level one over a few words plus Qwen's special tokens (ids 0..7); the
 config's image/vision token ids are set to them. The image processor's pixel bounds keep an

@@ -163,6 +163,17 @@ def test_staleness_triggers_reprofile(tmp_path: Path, monkeypatch: pytest.Monkey
     assert len(calls) == 4
 
 
+def test_a_profile_measured_on_another_device_is_stale(tmp_path: Path) -> None:
+    """Latency is profiled on the replicas' device: a CPU profile is re-measured for CUDA
+    replicas (and one of the replicas' own device is current)."""
+    model = TinyModel()
+    paths = ensure_profiles(["tiny"], tmp_path, tmp_path / "p", tasks=["default"],
+                            batch_sizes=(1,), loader=lambda _n, _d: model, **FAST)
+    path, weights = paths["tiny.default"], model_fingerprint(model)
+    assert artifacts.stale_reason(path, weights, (1,), 1, "cpu") is None
+    assert artifacts.stale_reason(path, weights, (1,), 1, "cuda") == "device cpu != cuda"
+
+
 def test_all_tasks_by_default(tmp_path: Path) -> None:
     paths = ensure_profiles(["tiny"], tmp_path, tmp_path / "p", batch_sizes=(1,),
                             loader=lambda _n, _d: TinyModel(), **FAST)

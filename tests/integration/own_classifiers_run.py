@@ -13,13 +13,12 @@ any deployment is bound with are written to OUT."""
 
 from __future__ import annotations
 
-import json
 import pickle
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+from tests.helpers.app_process import serve_once, write_record
 
 APP = "adaptserve-own-classifiers"
 
@@ -99,29 +98,9 @@ def answers(url: str, work: Path) -> dict[str, Any]:
 
 
 def main(work: Path, out: Path) -> int:
-    from ray import serve
-
-    from app.builder import build_app
-    from bench.core.http import free_port
-    from bench.core.serve import start_ray, stop_ray, wait_healthy
-
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    start_ray(port, 2, temp_dir=tempfile.mkdtemp(prefix="own-classifiers-"))
-    try:
-        t = time.time()
-        app = build_app(args(work))
-        built_s = time.time() - t
-        serve.run(app, name=APP, route_prefix="/", blocking=False)
-        wait_healthy(url + "/healthz", timeout_s=300.0)
-        result = {"build_s": round(built_s, 1), "deploy_s": round(time.time() - t, 1),
-                  "largest_arg": largest_bound_arg(app), **answers(url, work),
-                  "deployments": sorted(serve.status().applications[APP].deployments)}
-    finally:
-        stop_ray()
-    out.write_text(json.dumps(result, indent=1))
-    return 0
-
+    record = serve_once(args(work), APP, lambda url: answers(url, work),
+                        lambda app: {"largest_arg": largest_bound_arg(app)})
+    return write_record(record, out)
 
 if __name__ == "__main__":
     sys.exit(main(Path(sys.argv[1]), Path(sys.argv[2])))

@@ -9,12 +9,11 @@ their answers (status and JSON) and the app's deployments written to OUT."""
 
 from __future__ import annotations
 
-import json
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+from tests.helpers.app_process import serve_once, write_record
 
 APP = "adaptserve-qwen-vl"
 SIZES = ((60, 100), (300, 200))  # (width, height)
@@ -67,27 +66,7 @@ def answers(url: str) -> dict[str, Any]:
 
 
 def main(model_dir: str, engine: str, mode: str, out: Path) -> int:
-    from ray import serve
-
-    from app.builder import build_app
-    from bench.core.http import free_port
-    from bench.core.serve import start_ray, stop_ray, wait_healthy
-
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    start_ray(port, 2, temp_dir=tempfile.mkdtemp(prefix="qwen-vl-"))
-    try:
-        t = time.time()
-        serve.run(build_app(args(model_dir, engine, mode)), name=APP, route_prefix="/",
-                  blocking=False)
-        wait_healthy(url + "/healthz", timeout_s=300.0)
-        result = {"deploy_s": round(time.time() - t, 1), **answers(url),
-                  "deployments": sorted(serve.status().applications[APP].deployments)}
-    finally:
-        stop_ray()
-    out.write_text(json.dumps(result, indent=1))
-    return 0
-
+    return write_record(serve_once(args(model_dir, engine, mode), APP, answers), out)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])))

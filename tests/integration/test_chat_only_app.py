@@ -12,26 +12,19 @@ of its own on its own local Ray (tests/integration/chat_only_run.py, ~1-2 minute
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers.app_process import run_module
+
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(model_dir: Path, engine: str, mode: str, out: Path) -> dict[str, Any]:
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    proc = subprocess.run([sys.executable, "-m", "tests.integration.chat_only_run",
-                           str(model_dir), engine, mode, str(out)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and out.is_file(), proc.stdout[-3000:] + proc.stderr[-5000:]
-    result: dict[str, Any] = json.loads(out.read_text())
-    return result
+    return run_module("tests.integration.chat_only_run", [str(model_dir), engine, mode, str(out)],
+                      out)
 
 
 @pytest.fixture(scope="module")

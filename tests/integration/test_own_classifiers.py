@@ -7,30 +7,23 @@ paths: no deployment is bound with more than a few kB."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers.app_process import run_module
 from tests.helpers.own_classifiers import LABELS, TIMM_ARCHS
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("own-classifiers")
     out = work / "run.json"
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    proc = subprocess.run([sys.executable, "-m", "tests.integration.own_classifiers_run",
-                           str(work), str(out)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=900)
-    assert proc.returncode == 0 and out.is_file(), proc.stdout[-3000:] + proc.stderr[-5000:]
-    result: dict[str, Any] = json.loads(out.read_text())
+    result = run_module("tests.integration.own_classifiers_run", [str(work), str(out)], out,
+                        timeout_s=900)
     result["work"] = str(work)
     return result
 

@@ -8,20 +8,16 @@ different sizes answers the same text as transformers' own generate on the same 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from deployments.models.vlm.tiny_qwen_vl import build_tiny_qwen_vl
+from tests.helpers.app_process import run_module
 from tests.integration.qwen_vl_app_run import TEXT, pictures
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parents[2]
 # vLLM monolith takes the images as the engine test gives them (PIL, test_qwen_vl_engines.py),
 # through the same app path as LLaVA's monolith: not repeated here (CI's time)
 RUNS = [("qwen2_vl", "vllm", "disaggregated"), ("qwen2_vl", "transformers", "monolith"),
@@ -35,13 +31,8 @@ def model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def served(model_dir: Path, engine: str, mode: str, out: Path) -> dict[str, Any]:
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    proc = subprocess.run([sys.executable, "-m", "tests.integration.qwen_vl_app_run",
-                           str(model_dir), engine, mode, str(out)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and out.is_file(), proc.stdout[-3000:] + proc.stderr[-5000:]
-    result: dict[str, Any] = json.loads(out.read_text())
-    return result
+    return run_module("tests.integration.qwen_vl_app_run",
+                      [str(model_dir), engine, mode, str(out)], out)
 
 
 def reference(model_dir: Path, with_images: bool) -> tuple[str, int]:

@@ -198,7 +198,7 @@ class ReplicaLoop:
             decision = self._decision(plan, q, len(items), start, end)
             self._answer(q.waiter, ItemResult(q.item_id, ItemStatus.OK, label=int(pred.label),
                                               confidence=float(pred.confidence),
-                                              label_name=getattr(pred, "name", None),
+                                              label_name=pred.name,
                                               decision=decision))
 
     def _decision(self, plan: BatchPlan, q: QueuedItem, size: int, start: float,

@@ -126,6 +126,11 @@ def bind_chat(g: GenerationConfig, model: ModelDir, actor_options: Any,
     """`actor_options(options) -> options`: the builder's env merging for every replica;
     `profiles_dir`: where the stage profile is (autoscaling capacities); `root`: what a
     relative `history` path is relative to (default: the working directory)."""
+    if g.engine == "vllm" and g.mode == "disaggregated" and model.facts().adapter == "llava_tiled":
+        from deployments.engines.vllm_engine import EMBEDS_REFUSED
+
+        raise ValueError(f"generation.model {g.model!r} ({model.facts().model_type}): "
+                         f"{EMBEDS_REFUSED}")
     template = chat_template_override(g.chat_template)
     engine_settings = {**g.engine_settings, "max_model_len": context_len(g, model)}
     if g.engine == "vllm" and engine_settings.get("engine_kwargs"):

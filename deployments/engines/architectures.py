@@ -6,6 +6,11 @@ automatically (json only: the ingress, the builder and both engines read it):
   a fixed number of tokens each (`image_seq_length`, else (image_size / patch_size)^2), one
   placeholder token per image in the prompt that the engines expand; the encoder stage runs the
   vision tower and projector apart.
+- `llava_next`, `llava_onevision` (the tiled "anyres" forms): an image is fitted to one of the
+  config's grid pinpoints and takes a base tile's tokens plus its tiles' (cropped) patch grid
+  with a newline token per row, so its tokens follow its size (`TiledGrid`,
+  deployments/engines/tiled_grid.py); the encoder stage runs the vision tower, projector and
+  packing apart and hands vLLM each image's [tokens, hidden].
 - `qwen2_vl`, `qwen2_5_vl` (Qwen2-VL / Qwen2.5-VL: dynamic resolution): an image is resized to
   a multiple of patch_size x spatial_merge_size within the image processor's min/max pixels
   (`smart_resize`) and takes one token per merged patch, so its token count follows its size
@@ -27,7 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-VISION_LANGUAGE = ("llava", "qwen2_vl", "qwen2_5_vl")
+from deployments.engines.tiled_grid import TiledGrid, tiled_grid
+
+VISION_LANGUAGE = ("llava", "llava_next", "llava_onevision", "qwen2_vl", "qwen2_5_vl")
+TILED = ("llava_next", "llava_onevision")
 DYNAMIC_RESOLUTION = ("qwen2_vl", "qwen2_5_vl")
 TEXT_ONLY = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "granite")
 SUPPORTED = (*VISION_LANGUAGE, *TEXT_ONLY)
@@ -85,7 +93,8 @@ class ModelFacts:
     tokens_per_image: int
     text_hidden: int
     max_position: int
-    image_grid: ImageGrid | None = None  # dynamic resolution: tokens follow the image's size
+    # dynamic resolution (Qwen-VL) or tiling (LLaVA-NeXT): tokens follow the image's size
+    image_grid: ImageGrid | TiledGrid | None = None
 
     @property
     def takes_images(self) -> bool:
@@ -95,6 +104,8 @@ class ModelFacts:
     def adapter(self) -> str:
         if self.model_type in DYNAMIC_RESOLUTION:
             return "qwen_vl"
+        if self.model_type in TILED:
+            return "llava_tiled"
         return "llava" if self.model_type in VISION_LANGUAGE else "causal_lm"
 
     def tokens_for(self, width: int, height: int) -> int:
@@ -124,9 +135,14 @@ def model_facts(cfg: dict[str, Any], where: str = "config.json",
     if token_id is None or not text or not vision:
         raise ValueError(f"{where}: not a LLaVA-style config (needs image_token_id, "
                          "text_config and vision_config)")
+    max_position = int(text.get("max_position_embeddings", 2048))
+    if model_type in TILED:
+        grid = tiled_grid(cfg, where)
+        return ModelFacts(model_type, int(token_id), grid.most_tokens, int(text["hidden_size"]),
+                          max_position, grid)
     per_image = cfg.get("image_seq_length") or (vision["image_size"] // vision["patch_size"]) ** 2
     return ModelFacts(model_type, int(token_id), int(per_image), int(text["hidden_size"]),
-                      int(text.get("max_position_embeddings", 2048)))
+                      max_position)
 
 
 def _qwen_vl_facts(model_type: str, cfg: dict[str, Any], where: str,

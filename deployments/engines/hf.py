@@ -1,4 +1,4 @@
-"""The transformers engine: a LLaVA-style or Qwen2-VL / Qwen2.5-VL model's decode with a KV cache (greedy or sampled as the
+"""The transformers engine: a LLaVA-style (1.5, NeXT, OneVision) or Qwen2-VL / Qwen2.5-VL model's decode with a KV cache (greedy or sampled as the
 request's `Sampling` says, stop sequences held back until recognised), streamed token by
 token, for models vLLM does not take (and as the reference the vLLM engine is tested against).
 
@@ -62,6 +62,7 @@ class TransformersEngine:
         self._images: Any = None
         self._body: Any = None  # the decoder stack the KV cache steps through
         self._vision: Any = None  # Qwen-VL: its vision tower (PIL images -> GridEmbeds)
+        self._tiled: Any = None  # LLaVA-NeXT / OneVision: PIL images -> [tokens, hidden] each
 
     async def start(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._pool, self._load)
@@ -77,6 +78,12 @@ class TransformersEngine:
             self._images = AutoImageProcessor.from_pretrained(path, **self._remote)
             model = LlavaForConditionalGeneration.from_pretrained(path, dtype=torch.float32,
                                                                   **self._remote)
+            self._body = model.model.language_model
+        elif self._facts.adapter == "llava_tiled":
+            from deployments.engines.llava_tiled import TiledVisionTower, load_llava_tiled
+
+            model = load_llava_tiled(path, self._remote["trust_remote_code"])
+            self._tiled = TiledVisionTower(path, model, self._remote["trust_remote_code"])
             self._body = model.model.language_model
         elif self._facts.adapter == "qwen_vl":
             from deployments.engines.qwen_vl import QwenVisionTower, load_qwen_vl
@@ -142,6 +149,8 @@ class TransformersEngine:
             return torch.cat([x.reshape(-1, x.shape[-1]) for x in images]).float()
         if any(isinstance(x, torch.Tensor) for x in images):
             raise EngineError("a request's images must be all embeddings or all pixels")
+        if self._tiled is not None:
+            return torch.cat(self._tiled.encode(images))
         pixels = self._images(list(images), return_tensors="pt")["pixel_values"]
         feats = self._model.model.get_image_features(pixel_values=pixels,
                                                      return_dict=True).pooler_output

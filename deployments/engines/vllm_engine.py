@@ -28,6 +28,12 @@ from deployments.engines.image_inputs import GridEmbeds, expand_placeholders, im
 from deployments.engines.model_dir import read_model_dir
 
 log = logging.getLogger(__name__)
+# vLLM 0.32 batches the image embeddings of the requests in a step into one tensor: LLaVA-NeXT /
+# OneVision images of different sizes (different token counts) kill its engine core
+# (TensorSchema: "inconsistent shapes"), so it gets their pixels only.
+EMBEDS_REFUSED = ("vLLM 0.32 cannot take LLaVA-NeXT / OneVision image embeddings (images of "
+                  "different sizes in one batch stop its engine): serve this model with "
+                  "mode: monolith on vLLM, or disaggregated on the transformers engine")
 
 
 class VllmSettings(BaseModel):
@@ -96,6 +102,8 @@ class VllmEngine:
 
             data: Any = vllm_image_data(request.images)
         elif all(isinstance(x, torch.Tensor) for x in request.images):
+            if self._facts.adapter == "llava_tiled":
+                raise EngineError(EMBEDS_REFUSED)
             data = torch.stack([x.reshape(-1, x.shape[-1]).float() for x in request.images])
         elif any(isinstance(x, torch.Tensor | GridEmbeds) for x in request.images):
             raise EngineError("a request's images must be all embeddings or all pixels")

@@ -1,8 +1,9 @@
 """The image stage's model work: image bytes -> PIL image -> the VLM's vision tower + projector
 -> embeddings per image, the very tensors the LLM engine would compute from pixels (the engines
-tests check they give the same tokens): [tokens, hidden] for LLaVA, a `GridEmbeds` (embeddings
-and patch grid, tokens following the image's size) for Qwen2-VL / Qwen2.5-VL. The model
-directory's adapter chooses (`load_vision_encoder`)."""
+tests check they give the same tokens): [tokens, hidden] for LLaVA (LLaVA-NeXT / OneVision: its
+rows following the image's size), a `GridEmbeds` (embeddings and patch grid, tokens following
+the image's size) for Qwen2-VL / Qwen2.5-VL. The model directory's adapter chooses
+(`load_vision_encoder`)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,10 @@ def load_vision_encoder(model_dir: str | Path) -> ImageEncoding:
         from deployments.engines.qwen_vl import QwenVisionTower
 
         return QwenVisionTower(model_dir)
+    if adapter == "llava_tiled":
+        from deployments.engines.llava_tiled import TiledVisionTower
+
+        return TiledVisionTower(model_dir)
     if adapter != "llava":
         raise ValueError(f"{model_dir}: a {adapter} model has no vision part to encode with")
     return VisionEncoder(model_dir)
@@ -47,10 +52,12 @@ def load_vision_encoder(model_dir: str | Path) -> ImageEncoding:
 
 def image_group(embeds: Sequence[Any]) -> tuple[Any, int]:
     """A group's embeddings as one object to hand the LLM stage, and its image tokens:
-    [images, tokens, hidden] stacked (fixed-size images), or a tuple of `GridEmbeds` (sizes
-    differ)."""
+    [images, tokens, hidden] stacked (images of one size), or a tuple of [tokens, hidden]
+    tensors or of `GridEmbeds` (sizes differ)."""
     if embeds and isinstance(embeds[0], GridEmbeds):
         return tuple(embeds), sum(e.tokens for e in embeds)
+    if len({tuple(e.shape) for e in embeds}) > 1:
+        return tuple(embeds), sum(int(e.shape[0]) for e in embeds)
     stacked = torch.stack(list(embeds))
     return stacked, int(stacked.shape[0] * stacked.shape[1])
 

@@ -37,20 +37,24 @@ from bench.experiments.generation_systems.systems import (
     stop,
 )
 
+TILED = ("llava_next", "llava_onevision")
 SYSTEMS = {"adaptserve": ("monolith", "/healthz"), "vllm-serve": ("vllm-serve", "/health")}
 
 
 def tiny_dirs(root: Path, adapters: list[str]) -> dict[str, Path]:
     """A tiny model directory per adapter: the tiny LLaVA (`TINY_VLM`, trained in seconds), its
-    language model exported as a Llama directory (text only), a random-init Qwen2-VL."""
+    language model exported as a Llama directory (text only), a random-init Qwen2-VL,
+    LLaVA-NeXT and LLaVA-OneVision."""
     from deployments.models.vlm.cache import ensure_vlm
     from deployments.models.vlm.config import TINY_VLM
     from deployments.models.vlm.language_model import export_language_model
+    from deployments.models.vlm.tiny_llava_tiled import build_tiny_llava_tiled
     from deployments.models.vlm.tiny_qwen_vl import build_tiny_qwen_vl
 
     llava = ensure_vlm(root / "llava", TINY_VLM)
     out = {"llava": llava, "llama": export_language_model(llava, root / "llama"),
-           "qwen2_vl": build_tiny_qwen_vl(root / "qwen2_vl")}
+           "qwen2_vl": build_tiny_qwen_vl(root / "qwen2_vl"),
+           **{t: build_tiny_llava_tiled(root / t, t) for t in TILED}}
     unknown = [a for a in adapters if a not in out]
     if unknown:
         raise SystemExit(f"no tiny model for {unknown}; valid: {sorted(out)}")
@@ -109,7 +113,9 @@ def measure(system: str, adapter: str, model_dir: Path, port: int, requests: int
     config = work / "serve_config.yaml"
     config.write_text(json.dumps({"applications": [{"args": {"classifiers": []}}]}))
     spec = SystemSpec(kind, port, str(model_dir), "tiny",
-                      EngineBudget(max_model_len=256, max_images=1, max_num_seqs=4),
+                      # the tiled models' largest image takes 288 tokens: vLLM profiles it
+                      EngineBudget(max_model_len=512 if adapter in TILED else 256,
+                                   max_images=1, max_num_seqs=4),
                       slo_ms=10_000.0, config=str(config), log_dir=str(work / "logs"))
     run = start(spec)
     try:

@@ -43,7 +43,8 @@ def processor_for(cfg: VlmConfig, tok: PreTrainedTokenizerFast) -> LlavaProcesso
                           num_additional_image_tokens=1, chat_template=CHAT_TEMPLATE)
 
 
-def _rename_tower_keys(path: Path) -> None:
+def rename_tower_keys(path: Path) -> None:
+    """The checkpoint's vision tower keys in the published layout (vLLM loads only that)."""
     with safe_open(str(path), "pt") as handle:
         metadata = handle.metadata()
     state = load_file(str(path))
@@ -62,7 +63,7 @@ def save_model_dir(model: LlavaForConditionalGeneration, tok: PreTrainedTokenize
     if not weights.is_file():
         raise RuntimeError(f"expected one weights file {weights}; found "
                            f"{sorted(p.name for p in out_dir.iterdir())}")
-    _rename_tower_keys(weights)
+    rename_tower_keys(weights)
     tok.save_pretrained(out_dir)
     processor = processor_for(cfg, tok)
     processor.image_processor.save_pretrained(out_dir)

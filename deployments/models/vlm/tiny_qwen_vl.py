@@ -35,21 +35,24 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
-def build_tokenizer() -> object:
+def build_tokenizer(specials: tuple[str, ...] = SPECIALS, template: str = CHAT_TEMPLATE,
+                    eos: str = "<|im_end|>") -> object:
+    """A word-level tokenizer over WORDS (and their capitalised forms) after `specials` (ids
+    0..len-1; the first is the pad token)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {t: i for i, t in enumerate(SPECIALS)}
+    vocab = {t: i for i, t in enumerate(specials)}
     for w in WORDS:
         vocab.setdefault(w, len(vocab))
         vocab.setdefault(w.capitalize(), len(vocab))
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"\s+|[?.]"), "isolated")
     tok.decoder = decoders.Fuse()
-    tok.add_special_tokens(list(SPECIALS))
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>",
-                                   pad_token="<|endoftext|>", unk_token="<unk>",
-                                   chat_template=CHAT_TEMPLATE, model_max_length=4096)
+    tok.add_special_tokens(list(specials))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eos, pad_token=specials[0],
+                                   unk_token="<unk>", chat_template=template,
+                                   model_max_length=4096)
 
 
 def _config(model_type: str) -> object:

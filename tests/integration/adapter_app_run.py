@@ -1,9 +1,9 @@
-"""The run behind tests/integration/test_qwen_vl_app.py, in a process of its own (its own local
+"""The run behind tests/integration/test_adapter_apps.py, in a process of its own (its own local
 Ray, never the session's shared app):
 
-    python -m tests.integration.qwen_vl_app_run MODEL_DIR ENGINE MODE OUT.json
+    python -m tests.integration.adapter_app_run MODEL_DIR ENGINE MODE OUT.json
 
-A chat-only app serving the Qwen-VL directory MODEL_DIR with ENGINE in MODE; a greedy chat
+A chat-only app serving the vision-language directory MODEL_DIR with ENGINE in MODE; a greedy chat
 request with two images of different sizes and a text-only one (6 tokens each, ignore_eos),
 their answers (status and JSON) and the app's deployments written to OUT."""
 
@@ -15,14 +15,14 @@ from typing import Any
 
 from tests.helpers.app_process import serve_once, write_record
 
-APP = "adaptserve-qwen-vl"
+APP = "adaptserve-adapter"
 SIZES = ((60, 100), (300, 200))  # (width, height)
 COLOURS = ((200, 10, 10), (10, 200, 30))
 TEXT = "which digit is this?"
 
 
 def args(model_dir: str, engine: str, mode: str) -> dict[str, Any]:
-    settings: dict[str, Any] = {"max_model_len": 512}
+    settings: dict[str, Any] = {"max_model_len": 1024}
     if engine == "vllm":
         settings |= {"max_num_seqs": 4, "kv_cache_gib": 1}
     return {"classifiers": [], "ensure_artifacts": True,

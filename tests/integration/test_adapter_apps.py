@@ -1,9 +1,11 @@
-"""A Qwen2-VL / Qwen2.5-VL directory (tiny, random-init, built locally from the real config
-classes: deployments/models/vlm/tiny_qwen_vl.py) served through the real app, each run a
-process of its own on its own local Ray (tests/integration/qwen_vl_app_run.py, ~1-3 minutes
-each): vLLM disaggregated (the encoder stage runs the vision tower alone and hands vLLM
-image_embeds + image_grid_thw), and the transformers engine, monolith and disaggregated. A greedy request with two images of
-different sizes answers the same text as transformers' own generate on the same prompt, and
+"""Qwen2-VL / Qwen2.5-VL and LLaVA-NeXT directories (tiny, random-init, built locally from the
+real config classes: deployments/models/vlm/tiny_qwen_vl.py, tiny_llava_tiled.py) served through
+the real app, each run a process of its own on its own local Ray
+(tests/integration/adapter_app_run.py, ~1-3 minutes each): vLLM disaggregated (the encoder
+stage runs Qwen's vision tower alone and hands vLLM image_embeds + image_grid_thw), and the
+transformers engine disaggregated (LLaVA-NeXT's tiled images: one [tokens, hidden] each, of
+different sizes, through the object store). A greedy request with two images of different
+sizes answers the same text as transformers' own generate on the same prompt, and
 `usage.prompt_tokens` is the adapter's count (each image's tokens from its size)."""
 
 from __future__ import annotations
@@ -13,25 +15,30 @@ from typing import Any
 
 import pytest
 
+from deployments.models.vlm.tiny_llava_tiled import build_tiny_llava_tiled
 from deployments.models.vlm.tiny_qwen_vl import build_tiny_qwen_vl
 from tests.helpers.app_process import run_module
-from tests.integration.qwen_vl_app_run import TEXT, pictures
+from tests.integration.adapter_app_run import SIZES, TEXT, pictures
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-# vLLM monolith takes the images as the engine test gives them (PIL, test_qwen_vl_engines.py),
-# through the same app path as LLaVA's monolith: not repeated here (CI's time)
-RUNS = [("qwen2_vl", "vllm", "disaggregated"), ("qwen2_vl", "transformers", "monolith"),
-        ("qwen2_5_vl", "transformers", "disaggregated")]
+# The monolith takes the images as the engine tests give them (PIL: test_qwen_vl_engines.py,
+# test_llava_tiled_engines.py) through the app path test_chat_only_app.py runs: not repeated
+# here (CI's time). OneVision is left to the engine test: its transformers processor does not
+# tile the images of a several-image prompt, so it is no reference for this request. vLLM
+# takes no LLaVA-NeXT embeddings (refused at build: test_tiled_llava.py).
+RUNS = [("qwen2_vl", "vllm", "disaggregated"), ("qwen2_5_vl", "transformers", "disaggregated"),
+        ("llava_next", "transformers", "disaggregated")]
 
 
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return {t: build_tiny_qwen_vl(tmp_path_factory.mktemp(t), t) for t in ("qwen2_vl",
+    dirs = {t: build_tiny_qwen_vl(tmp_path_factory.mktemp(t), t) for t in ("qwen2_vl",
                                                                            "qwen2_5_vl")}
+    return {**dirs, "llava_next": build_tiny_llava_tiled(tmp_path_factory.mktemp("next"))}
 
 
 def served(model_dir: Path, engine: str, mode: str, out: Path) -> dict[str, Any]:
-    return run_module("tests.integration.qwen_vl_app_run",
+    return run_module("tests.integration.adapter_app_run",
                       [str(model_dir), engine, mode, str(out)], out)
 
 
@@ -64,8 +71,8 @@ def test_served_answers_are_the_models_own(model_dirs: dict[str, Path], model_ty
     run = served(model_dir, engine, mode, tmp_path / "run.json")
     assert ("ImageEncoder" in run["deployments"]) == (mode == "disaggregated"), run
     facts = read_model_dir(model_dir)
-    image_tokens = [facts.tokens_for(60, 100), facts.tokens_for(300, 200)]
-    assert image_tokens == [8, 54]
+    image_tokens = [facts.tokens_for(*size) for size in SIZES]
+    assert image_tokens == {"llava_next": [192, 186]}.get(model_type, [8, 54])
     for key, with_images in (("images", True), ("text", False)):
         answer = run[key]
         assert answer["status"] == 200, answer

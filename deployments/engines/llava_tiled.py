@@ -1,0 +1,42 @@
+"""LLaVA-NeXT / LLaVA-OneVision on transformers: the vision part alone (tower, projector and the
+anyres packing with its newline tokens; what the encoder stage runs and the transformers engine
+runs on pixels): PIL images -> one [tokens, hidden] tensor each, its row count the adapter's
+`TiledGrid.tokens_for` of the image's size. Each image is tiled on its own, as vLLM does (for a
+prompt of several images, transformers' OneVision processor would not tile them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def load_llava_tiled(path: str | Path, trust_remote_code: bool = False) -> Any:
+    """The whole model (float32, eval)."""
+    from transformers import AutoModelForImageTextToText
+
+    return AutoModelForImageTextToText.from_pretrained(
+        str(path), dtype=torch.float32, trust_remote_code=trust_remote_code).eval()
+
+
+class TiledVisionTower:
+    def __init__(self, path: str | Path, model: Any | None = None,
+                 trust_remote_code: bool = False) -> None:
+        from transformers import AutoImageProcessor
+
+        inner = (model or load_llava_tiled(path, trust_remote_code)).model
+        if model is None:
+            inner.language_model = None  # the encoder stage never runs it
+        self._inner = inner
+        self._processor = AutoImageProcessor.from_pretrained(
+            str(path), trust_remote_code=trust_remote_code)
+
+    @torch.inference_mode()
+    def encode(self, images: Sequence[Any]) -> list[torch.Tensor]:
+        x = self._processor(images=list(images), return_tensors="pt")
+        feats = self._inner.get_image_features(pixel_values=x["pixel_values"],
+                                               image_sizes=x["image_sizes"],
+                                               return_dict=True).pooler_output
+        return [f.float().contiguous() for f in feats]

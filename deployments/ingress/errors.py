@@ -19,7 +19,7 @@
 | unknown_modality     | 422    | an input key is not a modality of the family |
 | invalid_input        | 422    | decode rejected a value (bad base64, not an image, wrong shape) |
 | unsupported_media_type | 415  | an image in a format other than PNG, JPEG, WebP (GIF, EPS, ...) |
-| slo_unachievable     | 422    | SLO below the fastest variant's profiled latency |
+| slo_unachievable     | 422    | SLO below the fastest variant's latency or answer |
 | overloaded           | 429    | admission: the deadline cannot be met (with Retry-After) |
 | not_found            | 404    | no such route |
 | method_not_allowed   | 405    | wrong HTTP method |

@@ -115,6 +115,15 @@ def test_slo_below_fastest_variant(server: Server, examples, catalog) -> None:
     assert f"{fastest:.3f} ms" in err["message"] and "vit/" in err["message"]
 
 
+def test_slo_below_the_paths_fastest_answer(server: Server, examples, catalog) -> None:
+    """Above the fastest variant's model time but below what the whole path has ever done
+    (model run plus the hops): a 422 saying so, not a 429 with a negative time left."""
+    assert server.post("/v1/classify", body(examples)).status_code == 200  # one answer seen
+    b = body(examples, slo={"latency_ms": fastest_ms(catalog, "vit") + 0.5})
+    err = error_of(server.post("/v1/classify", b), 422, "slo_unachievable")
+    assert "fastest answer this server has given vit lately" in err["message"], err
+
+
 def test_bad_item_in_job_is_named(server: Server, examples) -> None:
     task = next(iter(examples["vit"]))
     items = [dict(ex.inputs) for ex in examples["vit"][task][:3]]

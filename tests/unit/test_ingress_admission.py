@@ -171,3 +171,34 @@ def test_ingress_imports_no_torch() -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+
+
+def test_an_slo_below_what_the_server_can_ever_do_is_unachievable() -> None:
+    """422 below the fastest variant's batch-1 time (its budget after the response margin),
+    and below the fastest answer the path has given lately; above both, resolved."""
+    from deployments.ingress.classify.schemas import SLOSpec
+    from deployments.ingress.classify.service import resolve
+    from deployments.ingress.errors import ApiError
+
+    cat = two_variant_catalog()
+    admission = Admission(cat, {"f": FamilyCapacity(replicas=1, max_queued_items=256)})
+    assert admission.fastest_answer_ms("f", NOW_S) == 0.0  # none yet: the profile decides
+    admission.answered("f", 0.004, NOW_S - 31)  # forgotten: older than ANSWERS_FRESH_S
+    for latency_s in (0.009, 0.0065, 0.02):
+        admission.answered("f", latency_s, NOW_S - 1)
+    assert admission.fastest_answer_ms("f", NOW_S) == pytest.approx(6.5)
+    assert admission.fastest_answer_ms("f", NOW_S + 40) == 0.0  # all forgotten
+
+    def code(slo_ms: float, budget_ms: float | None = None) -> str | None:
+        try:
+            resolve(cat, "f", "t", SLOSpec(latency_ms=slo_ms), budget_ms,
+                    admission.fastest_answer_ms("f", NOW_S))
+        except ApiError as exc:
+            assert "ask for at least" in exc.message and exc.status == 422
+            return exc.type
+        return None
+
+    assert code(1.5) == "slo_unachievable"  # below small's 2 ms
+    assert code(4.0) == "slo_unachievable"  # above 2 ms, below the 6.5 ms answered at best
+    assert code(7.0) is None
+    assert code(10.0, budget_ms=5.0) == "slo_unachievable"  # the margin counts

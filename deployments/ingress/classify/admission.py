@@ -59,6 +59,9 @@ def per_item_s(task: TaskInfo) -> float:
     return best / 1000.0
 
 
+ANSWERS_KEPT, ANSWERS_FRESH_S = 64, 30.0  # the path's fastest answer: over what it is taken
+
+
 class DrainEstimate:
     """What this ingress measures of a family: its answers' latency is about `base` (the
     unloaded time: hops, decode, one batch) plus the items ahead times a drain time per item.
@@ -105,6 +108,20 @@ class Admission:
         self._inflight = {name: 0 for name in catalog.names()}
         self._drain = {name: DrainEstimate() for name in catalog.names()}
         self._item_s = {(f.name, t.task): per_item_s(t) for f in catalog.families for t in f.tasks}
+        self._answers: dict[str, deque[tuple[float, float]]] = {
+            name: deque(maxlen=ANSWERS_KEPT) for name in catalog.names()}
+
+    def answered(self, family: str, path_s: float, now_s: float) -> None:
+        """A single request answered `path_s` after it entered this ingress."""
+        self._answers[family].append((now_s, path_s))
+
+    def fastest_answer_ms(self, family: str, now_s: float) -> float:
+        """The least entry-to-answer time among this ingress's last ANSWERS_KEPT answers of the
+        family within ANSWERS_FRESH_S (0: none): what the whole path can do at best, model run
+        included. Kept short and recent so that a slow answer (a cold replica) cannot refuse
+        every tighter request for good: once forgotten, requests are tried again."""
+        fresh = [s for t, s in self._answers.get(family, ()) if now_s - t <= ANSWERS_FRESH_S]
+        return min(fresh) * 1000.0 if fresh else 0.0
 
     def inflight(self, family: str) -> int:
         return self._inflight[family]

@@ -54,8 +54,12 @@ def parse_body(body: bytes, schema: type[M], max_body_bytes: int,
         raise from_validation(exc) from None
 
 
-def resolve(catalog: Catalog, model: str, task: str | None,
-            slo: SLOSpec) -> tuple[FamilyInfo, TaskInfo]:
+def resolve(catalog: Catalog, model: str, task: str | None, slo: SLOSpec,
+            budget_ms: float | None = None, fastest_answer_ms: float = 0.0
+            ) -> tuple[FamilyInfo, TaskInfo]:
+    """The family and task a request names; 422 slo_unachievable when its budget (the SLO less
+    the response margin) is below what the server can ever do: the fastest variant's profiled
+    batch-1 time, or the fastest answer the path has given this family (model run included)."""
     family = catalog.get(model)
     if family is None:
         raise ApiError("unknown_model", f"model {model!r} is not served; valid: {catalog.names()}",
@@ -65,12 +69,20 @@ def resolve(catalog: Catalog, model: str, task: str | None,
         raise ApiError("unknown_task", f"task {task!r} is not a task of {model!r}; valid: "
                        f"{family.task_names()}", "task")
     fastest = info.fastest()
-    if slo.latency_ms < fastest.latency_ms:
+    budget = slo.latency_ms if budget_ms is None else budget_ms
+    margin = slo.latency_ms - budget
+    if budget < fastest.latency_ms:
         raise ApiError("slo_unachievable",
                        f"SLO {slo.latency_ms:g} ms is below the fastest variant of {model}/"
                        f"{info.task} ({fastest.name}: {fastest.latency_ms:.3f} ms at batch 1, "
-                       f"{family.percentile}); ask for at least {fastest.latency_ms:.3f} ms",
-                       "slo.latency_ms")
+                       f"{family.percentile}); ask for at least "
+                       f"{fastest.latency_ms + margin:.3f} ms", "slo.latency_ms")
+    if budget < fastest_answer_ms:
+        raise ApiError("slo_unachievable",
+                       f"SLO {slo.latency_ms:g} ms is below the fastest answer this server has "
+                       f"given {model} lately ({fastest_answer_ms:.1f} ms from entering the "
+                       f"ingress: {fastest.name} {fastest.latency_ms:.3f} ms plus the hops); ask "
+                       f"for at least {fastest_answer_ms + margin:.1f} ms", "slo.latency_ms")
     return family, info
 
 
@@ -118,10 +130,13 @@ class IngressService:
         self.metrics = metrics
         self.liveness = liveness
 
+    def budget_ms(self, slo: SLOSpec) -> float:
+        """The SLO less the response margin (at most half the SLO is reserved)."""
+        return slo.latency_ms - min(self.http.response_margin_ms, slo.latency_ms / 2)
+
     def deadline_s(self, arrival: Arrival, slo: SLOSpec) -> float:
-        """Arrival + SLO - the response margin (at most half the SLO is reserved)."""
-        budget_ms = slo.latency_ms - min(self.http.response_margin_ms, slo.latency_ms / 2)
-        return arrival.time_s + budget_ms / 1000.0
+        """Arrival + the SLO's budget (`budget_ms`)."""
+        return arrival.time_s + self.budget_ms(slo) / 1000.0
 
     def admit(self, family: FamilyInfo, task: TaskInfo, deadline_s: float) -> None:
         """Refuse now a family without a live replica (503 unavailable) and what cannot be
@@ -139,7 +154,9 @@ class IngressService:
 
     async def classify(self, body: bytes, arrival: Arrival) -> ClassifyResponse:
         req = parse_body(body, ClassifyRequest, self.http.max_body_bytes, self.json_limits)
-        family, task = resolve(self.catalog, req.model, req.task, req.slo)
+        family, task = resolve(self.catalog, req.model, req.task, req.slo,
+                               self.budget_ms(req.slo),
+                               self.admission.fastest_answer_ms(req.model, time.time()))
         check_modalities(family, req.inputs, "inputs")
         deadline_s = self.deadline_s(arrival, req.slo)
         self.admit(family, task, deadline_s)
@@ -149,6 +166,9 @@ class IngressService:
         if r.status is ItemStatus.ERROR:
             raise ApiError(r.error_type or "internal_error",
                            f"request {r.item_id}: {r.error or 'internal error'}")
+        if r.status is ItemStatus.OK:
+            now = time.time()
+            self.admission.answered(family.name, now - arrival.entry_s, now)
         return to_response(r, arrival.time_s, time.time())
 
     async def job(self, body: bytes, arrival: Arrival) -> JobResponse:
@@ -158,7 +178,9 @@ class IngressService:
             self.metrics.refused.labels(req.model, "job_too_large").inc()
             raise ApiError("job_too_large", f"a job holds at most {limit} items "
                            f"(http.max_items_per_job); this one has {len(req.items)}", "items")
-        family, task = resolve(self.catalog, req.model, req.task, req.slo)
+        family, task = resolve(self.catalog, req.model, req.task, req.slo,
+                               self.budget_ms(req.slo),
+                               self.admission.fastest_answer_ms(req.model, time.time()))
         for i, item in enumerate(req.items):
             check_modalities(family, item, f"items[{i}]")
         deadline_s = self.deadline_s(arrival, req.slo)

@@ -4,7 +4,6 @@ deadline_exceeded when late, 429 overloaded when the deadline cannot be met."""
 from __future__ import annotations
 
 import time
-
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest

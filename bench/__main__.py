@@ -61,6 +61,8 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
     "coload": ("bench.experiments.coload.cli", "how much busy neighbours slow a model"),
     "adapter-startup": ("bench.experiments.own_models.adapter_startup",
                         "each architecture adapter's start time and idle TTFT beside vllm serve"),
+    "family-shapes": ("bench.experiments.families.shapes",
+                      "what candidate classify architectures cost beside the serving path"),
     "vlm-card": ("bench.experiments.vlm.card", "the VLM's held-out accuracy and stage costs"),
     "vlm-vllm-check": ("bench.experiments.vlm.vllm_check",
                        "vLLM loads the VLM's directory and answers like transformers"),

@@ -1,0 +1,120 @@
+"""`python -m bench family-shapes`: what candidate architectures for the built-in
+model-selection family cost here, beside the serving path's own CPU per request, and which
+ladders of them meet the shape rules a family must have before its figures are run:
+
+- the most accurate variant's forward at batch 1 (one thread, as a replica runs it) >= 3x the
+  serving path's CPU per request (`--path-ms`: 13.9-16 ms per classify request on this machine,
+  docs/front.md), so that the model, not the path, is what runs out;
+- the cheapest variant's <= 1/8 of the most accurate's (the RAMSIS paper's image ladder spans
+  16x: shufflenet_v2_x0_5 20 ms to efficientnet_v2_l 322 ms, ../shared/data/ramsis/derived/);
+- what training costs per image (batched, the machine's threads), since all three families must
+  train within ~10 minutes on 2 cores.
+
+Random-init timm models on grey (1-channel) inputs, 10 classes; no data, no accuracy (that is the
+family's training's to measure on held-out data). Prints a table and writes a Result."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.core.result import Check, Run
+
+# (timm architecture, input side in pixels): small to large, CNNs and a ViT
+CANDIDATES = (
+    ("mobilenetv3_small_050", 32), ("mobilenetv3_small_100", 48), ("resnet10t", 48),
+    ("resnet18", 48), ("resnet18", 64), ("efficientnet_b0", 64), ("resnet34", 64),
+    ("resnet50", 64), ("resnet50", 96), ("efficientnet_b0", 96), ("vit_small_patch8_224", 64),
+    ("convnext_atto", 96),
+)
+
+
+def build(arch: str, px: int) -> Any:
+    import timm
+
+    kwargs: dict[str, Any] = {"img_size": px} if arch.startswith("vit") else {}
+    return timm.create_model(arch, pretrained=False, num_classes=10, in_chans=1, **kwargs)
+
+
+def forward_ms(model: Any, px: int, repeats: int) -> float:
+    """Median batch-1 forward time on one thread (eval, no grad)."""
+    import torch
+
+    torch.set_num_threads(1)
+    model.eval()
+    x = torch.randn(1, 1, px, px)
+    times = []
+    with torch.inference_mode():
+        for k in range(repeats + 3):
+            t = time.perf_counter()
+            model(x)
+            if k >= 3:
+                times.append((time.perf_counter() - t) * 1000.0)
+    return statistics.median(times)
+
+
+def train_ms_per_image(model: Any, px: int, threads: int, batch: int = 32) -> float:
+    """Median time per image of a training step (forward, backward, SGD) on `threads`."""
+    import torch
+
+    torch.set_num_threads(threads)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(batch, 1, px, px), torch.randint(0, 10, (batch,))
+    times = []
+    for k in range(4):
+        t = time.perf_counter()
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        if k >= 1:
+            times.append((time.perf_counter() - t) * 1000.0 / batch)
+    return statistics.median(times)
+
+
+def ladders(rows: list[dict[str, Any]], path_ms: float) -> list[dict[str, Any]]:
+    """Every (cheapest, dearest) pair meeting both shape rules, dearest first."""
+    out = []
+    for top in rows:
+        if top["forward_ms"] < 3 * path_ms:
+            continue
+        for low in rows:
+            if low["forward_ms"] <= top["forward_ms"] / 8:
+                out.append({"dearest": top["name"], "cheapest": low["name"],
+                            "spread": round(top["forward_ms"] / low["forward_ms"], 1),
+                            "dearest_train_ms_per_image": top["train_ms_per_image"]})
+    return sorted(out, key=lambda r: (r["dearest_train_ms_per_image"], -r["spread"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench family-shapes", description=__doc__)
+    parser.add_argument("--path-ms", type=float, default=16.0,
+                        help="the serving path's CPU per classify request (docs/front.md)")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--train-threads", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=Path("results/family_shapes.json"))
+    args = parser.parse_args(argv)
+    run = Run()
+    rows = []
+    print(f"{'candidate':<28} {'params M':>8} {'fwd ms (b=1, 1 thr)':>20} {'train ms/img':>13}")
+    for arch, px in CANDIDATES:
+        model = build(arch, px)
+        row = {"name": f"{arch}@{px}", "arch": arch, "px": px,
+               "params_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 2),
+               "forward_ms": round(forward_ms(model, px, args.repeats), 2),
+               "train_ms_per_image": round(train_ms_per_image(model, px, args.train_threads), 2)}
+        rows.append(row)
+        print(f"{row['name']:<28} {row['params_m']:>8} {row['forward_ms']:>20} "
+              f"{row['train_ms_per_image']:>13}")
+    found = ladders(rows, args.path_ms)
+    print(f"\nladders meeting the rules (dearest >= {3 * args.path_ms:g} ms, cheapest <= 1/8 of "
+          f"it), cheapest to train first:")
+    for r in found[:10]:
+        print(f"  {r['cheapest']:<26} .. {r['dearest']:<26} {r['spread']:>5}x  "
+              f"dearest trains at {r['dearest_train_ms_per_image']} ms/image")
+    checks = [Check("ladders meeting the shape rules", len(found), ">= 1", len(found) >= 1)]
+    return run.finish(args.out, {"rows": rows, "ladders": found},
+                      settings=vars(args) | {"out": str(args.out)}, checks=checks)

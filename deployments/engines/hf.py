@@ -80,16 +80,18 @@ class TransformersEngine:
                                                                   **self._remote)
             self._body = model.model.language_model
         elif self._facts.adapter == "llava_tiled":
-            from deployments.engines.llava_tiled import TiledVisionTower, load_llava_tiled
+            from deployments.engines.llava_tiled import TiledVisionTower
+            from deployments.engines.vision_part import load_image_text_model
 
-            model = load_llava_tiled(path, self._remote["trust_remote_code"])
+            model = load_image_text_model(path, self._remote["trust_remote_code"])
             self._tiled = TiledVisionTower(path, model, self._remote["trust_remote_code"])
             self._body = model.model.language_model
         elif self._facts.adapter == "qwen_vl":
-            from deployments.engines.qwen_vl import QwenVisionTower, load_qwen_vl
+            from deployments.engines.qwen_vl import QwenVisionTower
+            from deployments.engines.vision_part import load_image_text_model
 
             remote = self._remote["trust_remote_code"]
-            model = load_qwen_vl(path, remote)
+            model = load_image_text_model(path, remote)
             self._vision = QwenVisionTower(path, model, remote)
             self._body = model.model  # takes the images itself (mm_encoder_outputs)
         else:  # a text-only causal LM: its decoder body and head

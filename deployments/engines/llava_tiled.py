@@ -12,26 +12,15 @@ from typing import Any
 
 import torch
 
-
-def load_llava_tiled(path: str | Path, trust_remote_code: bool = False) -> Any:
-    """The whole model (float32, eval)."""
-    from transformers import AutoModelForImageTextToText
-
-    return AutoModelForImageTextToText.from_pretrained(
-        str(path), dtype=torch.float32, trust_remote_code=trust_remote_code).eval()
+from deployments.engines.vision_part import vision_part
 
 
 class TiledVisionTower:
+    """PIL images -> one [tokens, hidden] tensor each (the packed, newline-separated tiles)."""
+
     def __init__(self, path: str | Path, model: Any | None = None,
                  trust_remote_code: bool = False) -> None:
-        from transformers import AutoImageProcessor
-
-        inner = (model or load_llava_tiled(path, trust_remote_code)).model
-        if model is None:
-            inner.language_model = None  # the encoder stage never runs it
-        self._inner = inner
-        self._processor = AutoImageProcessor.from_pretrained(
-            str(path), trust_remote_code=trust_remote_code)
+        self._inner, self._processor = vision_part(path, model, trust_remote_code)
 
     @torch.inference_mode()
     def encode(self, images: Sequence[Any]) -> list[torch.Tensor]:

@@ -13,14 +13,7 @@ import torch
 
 from deployments.engines.base import EngineError
 from deployments.engines.image_inputs import GridEmbeds
-
-
-def load_qwen_vl(path: str | Path, trust_remote_code: bool = False) -> Any:
-    """The whole model (float32, eval)."""
-    from transformers import AutoModelForImageTextToText
-
-    return AutoModelForImageTextToText.from_pretrained(
-        str(path), dtype=torch.float32, trust_remote_code=trust_remote_code).eval()
+from deployments.engines.vision_part import vision_part
 
 
 class QwenVisionTower:
@@ -29,14 +22,7 @@ class QwenVisionTower:
 
     def __init__(self, path: str | Path, model: Any | None = None,
                  trust_remote_code: bool = False) -> None:
-        from transformers import AutoImageProcessor
-
-        inner = (model or load_qwen_vl(path, trust_remote_code)).model
-        if model is None:
-            inner.language_model = None  # the encoder stage never runs it
-        self._inner = inner
-        self._processor = AutoImageProcessor.from_pretrained(
-            str(path), trust_remote_code=trust_remote_code)
+        self._inner, self._processor = vision_part(path, model, trust_remote_code)
 
     @torch.inference_mode()
     def encode(self, images: Sequence[Any]) -> list[GridEmbeds]:

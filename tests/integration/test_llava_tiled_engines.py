@@ -9,14 +9,13 @@ engine core). vLLM starts its own processes (~40-90 s on CPU), once per model.""
 
 from __future__ import annotations
 
-import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from deployments.models.vlm.tiny_llava_tiled import MODEL_TYPES, build_tiny_llava_tiled
+from tests.helpers.engine_runs import both_engines, run
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 vllm = pytest.importorskip("vllm")
@@ -40,20 +39,9 @@ def images(sizes: tuple[tuple[int, int], ...]) -> tuple[Any, ...]:
 
 @pytest.fixture(scope="module", params=MODEL_TYPES)
 def tiled(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from deployments.engines import make_engine
-
     model_dir = build_tiny_llava_tiled(tmp_path_factory.mktemp(request.param), request.param)
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    loop = asyncio.new_event_loop()
-    hf = make_engine("transformers", model_dir, {"max_model_len": 1024})
-    vl = make_engine("vllm", model_dir, {"max_model_len": 1024, "max_num_seqs": 4,
-                                         "max_images": 4})
-    loop.run_until_complete(hf.start())
-    loop.run_until_complete(vl.start())
-    yield model_dir, hf, vl, loop
-    vl.shutdown()
-    hf.shutdown()
-    loop.close()
+    for hf, vl, loop in both_engines(model_dir, 1024):
+        yield model_dir, hf, vl, loop
 
 
 def reference(model_dir: Path, size: tuple[int, int] | None) -> tuple[str, list[int], int]:
@@ -72,20 +60,6 @@ def reference(model_dir: Path, size: tuple[int, int] | None) -> tuple[str, list[
     out = model.generate(**inputs, max_new_tokens=8, do_sample=False)
     n = inputs["input_ids"].shape[1]
     return prompt, out[0, n:].tolist(), n
-
-
-async def run(engine: Any, rid: str, prompt: str, pictures: tuple[Any, ...]
-              ) -> tuple[list[int], int | None]:
-    from deployments.engines import GenerationRequest
-    from deployments.engines.sampling import Sampling
-
-    ids: list[int] = []
-    prompt_tokens = None
-    async for d in engine.generate(GenerationRequest(rid, prompt, 8, images=pictures,
-                                                     sampling=Sampling(ignore_eos=True))):
-        ids.extend(d.token_ids)
-        prompt_tokens = d.prompt_tokens if d.finished else prompt_tokens
-    return ids, prompt_tokens
 
 
 def served(tiled: Any, key: str, prompt: str, pictures: tuple[Any, ...]

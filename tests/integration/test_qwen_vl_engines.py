@@ -7,14 +7,13 @@ vLLM starts its own processes (~40-90 s on CPU), once per model."""
 
 from __future__ import annotations
 
-import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from deployments.models.vlm.tiny_qwen_vl import build_tiny_qwen_vl
+from tests.helpers.engine_runs import both_engines, run
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 vllm = pytest.importorskip("vllm")
@@ -36,20 +35,9 @@ def images(num: int) -> list[Any]:
 
 @pytest.fixture(scope="module", params=["qwen2_vl", "qwen2_5_vl"])
 def qwen(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from deployments.engines import make_engine
-
     model_dir = build_tiny_qwen_vl(tmp_path_factory.mktemp(request.param), request.param)
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    loop = asyncio.new_event_loop()
-    hf = make_engine("transformers", model_dir, {"max_model_len": 512})
-    vl = make_engine("vllm", model_dir, {"max_model_len": 512, "max_num_seqs": 4,
-                                         "max_images": 4})
-    loop.run_until_complete(hf.start())
-    loop.run_until_complete(vl.start())
-    yield model_dir, hf, vl, loop
-    vl.shutdown()
-    hf.shutdown()
-    loop.close()
+    for hf, vl, loop in both_engines(model_dir, 512):
+        yield model_dir, hf, vl, loop
 
 
 def reference(model_dir: Path, num_images: int, max_tokens: int) -> tuple[str, list[int], int]:
@@ -66,20 +54,6 @@ def reference(model_dir: Path, num_images: int, max_tokens: int) -> tuple[str, l
     out = model.generate(**inputs, max_new_tokens=max_tokens, do_sample=False)
     n = inputs["input_ids"].shape[1]
     return prompt, out[0, n:].tolist(), n
-
-
-async def run(engine: Any, rid: str, prompt: str, pictures: tuple[Any, ...]
-              ) -> tuple[list[int], int | None]:
-    from deployments.engines import GenerationRequest
-    from deployments.engines.sampling import Sampling
-
-    ids: list[int] = []
-    prompt_tokens = None
-    async for d in engine.generate(GenerationRequest(rid, prompt, 8, images=pictures,
-                                                     sampling=Sampling(ignore_eos=True))):
-        ids.extend(d.token_ids)
-        prompt_tokens = d.prompt_tokens if d.finished else prompt_tokens
-    return ids, prompt_tokens
 
 
 def test_same_greedy_tokens_as_transformers_generate(qwen: Any) -> None:

@@ -126,11 +126,11 @@ def bind_chat(g: GenerationConfig, model: ModelDir, actor_options: Any,
     """`actor_options(options) -> options`: the builder's env merging for every replica;
     `profiles_dir`: where the stage profile is (autoscaling capacities); `root`: what a
     relative `history` path is relative to (default: the working directory)."""
-    if g.engine == "vllm" and g.mode == "disaggregated" and model.facts().adapter == "llava_tiled":
+    facts = model.facts()
+    if g.engine == "vllm" and g.mode == "disaggregated" and facts.adapter == "llava_tiled":
         from deployments.engines.vllm_engine import EMBEDS_REFUSED
 
-        raise ValueError(f"generation.model {g.model!r} ({model.facts().model_type}): "
-                         f"{EMBEDS_REFUSED}")
+        raise ValueError(f"generation.model {g.model!r} ({facts.model_type}): {EMBEDS_REFUSED}")
     template = chat_template_override(g.chat_template)
     engine_settings = {**g.engine_settings, "max_model_len": context_len(g, model)}
     if g.engine == "vllm" and engine_settings.get("engine_kwargs"):
@@ -148,7 +148,7 @@ def bind_chat(g: GenerationConfig, model: ModelDir, actor_options: Any,
                    "monolith": g.mode == "monolith", "priority": g.priority,
                    **_rate_window(g.llm)})
     encoder = None
-    if g.mode == "disaggregated" and model.facts().takes_images:  # text-only: no encoder stage
+    if g.mode == "disaggregated" and facts.takes_images:  # text-only: no encoder stage
         e = g.encoder
         encoder = _deployment(ImageEncoder).options(
             **scaling["encoder"], max_ongoing_requests=e.max_ongoing_requests,

@@ -27,7 +27,7 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from deployments.models import family, fusion, vit_tokens
+from deployments.models import family, fusion, ladder, vit_tokens
 from deployments.models.base import ServableModel
 from deployments.models.cache import DEFAULT_MODELS_DIR
 
@@ -53,6 +53,8 @@ SPECS: dict[str, FamilySpec] = {
                          fusion.FusionServable),
     "family": FamilySpec("family", family.FamilyConfig, family.build, family.train,
                          family.FamilyServable),
+    "ladder": FamilySpec("ladder", ladder.LadderConfig, ladder.build, ladder.train,
+                         ladder.LadderServable),
 }
 
 

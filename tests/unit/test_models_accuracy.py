@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 def models(trained_models_dir: Path) -> dict[str, ServableModel]:
     torch.set_num_threads(1)
     return {name: load_model(name, cache_dir=trained_models_dir)
-            for name in ("vit", "fusion", "family")}
+            for name in ("vit", "fusion", "family", "ladder")}
 
 
 def wire_accuracy(model: ServableModel, task: str, limit: int | None = LIMIT) -> dict[str, float]:
@@ -72,6 +72,37 @@ def test_family_pareto(models: dict[str, ServableModel], trained_models_dir: Pat
     assert values[-1] > 0.85
     wired = wire_accuracy(models["family"], "digits")
     assert wired[names[-1]] > wired[names[0]] + 0.15
+
+
+def test_ladder_accuracy_rises_with_cost(models: dict[str, ServableModel],
+                                         trained_models_dir: Path) -> None:
+    """The model-selection ladder's shape rule on held-out scenes: each rung more accurate than
+    the cheaper ones, >= 10 points between the ends (its cost rules: test_ladder_shape)."""
+    meta = read_metadata("ladder", trained_models_dir)
+    assert meta is not None
+    acc = meta["test_accuracy"]["digits"]
+    names = [v.name for v in models["ladder"].variants()]  # ordered by cost
+    values = [acc[n] for n in names]
+    assert values == sorted(values) and len(set(values)) == len(values), acc
+    assert values[-1] - values[0] >= 0.10, acc
+
+
+def test_ladder_serves_what_it_was_measured_on(models: dict[str, ServableModel]) -> None:
+    """The wire path (PNG -> decode at each rung's size -> run) answers as the training's own
+    evaluation does (`ladder.evaluate`: the scenes resized in memory) on the same test scenes."""
+    from deployments.models import ladder
+    from deployments.models.scenes import at_size, held_out
+
+    model = models["ladder"]
+    assert isinstance(model, ladder.LadderServable)
+    n = 120
+    images, _ = held_out("test", model.cfg.scenes)
+    items = [model.decode(e.inputs, "digits") for e in model.examples("test", "digits", limit=n)]
+    for rung, variant in zip(ladder.MEMBERS, model.variants(), strict=True):
+        wired = [p.label for p in model.run(variant, "digits", items)]
+        with torch.inference_mode():
+            direct = model.members[variant.name].module(at_size(images[:n], rung.side))
+        assert wired == direct.argmax(-1).tolist(), variant.name
 
 
 def test_metadata_matches_wire_accuracy(models: dict[str, ServableModel],

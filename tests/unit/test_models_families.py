@@ -13,8 +13,11 @@ from deployments.models.family import build as build_family
 from deployments.models.fusion import SUBSETS, FusionConfig, FusionServable
 from deployments.models.fusion import build as build_fusion
 from deployments.models.fusion import tensors as fusion_tensors
+from deployments.models.ladder import LadderConfig, LadderServable
+from deployments.models.ladder import build as build_ladder
 from deployments.models.vit_tokens import TokenViTServable, VitConfig
 from deployments.models.vit_tokens import build as build_vit
+from policies.types import Variant
 
 
 @pytest.fixture(autouse=True)
@@ -29,6 +32,7 @@ def servables() -> dict[str, ServableModel]:
         "vit": TokenViTServable(build_vit(VitConfig())),
         "fusion": FusionServable(build_fusion(FusionConfig()), FusionConfig()),
         "family": FamilyServable(build_family(FamilyConfig()), FamilyConfig()),
+        "ladder": LadderServable(build_ladder(LadderConfig()), LadderConfig()),
     }
 
 
@@ -45,9 +49,14 @@ def test_variant_names_unique_and_typed(servables: dict[str, ServableModel]) -> 
     family = servables["family"].variants()
     assert [v.name for v in family] == [variant_name(m) for m in MEMBERS]  # ordered by size
     assert all(v.model == v.name for v in family)
+    ladder = servables["ladder"]
+    assert [v.name for v in ladder.variants()] == [
+        "ladder/r10t-32", "ladder/r10t-64", "ladder/r10t-96", "ladder/r10t+r34d-96"]  # by cost
+    item = ladder.decode(ladder.examples("val", "digits", limit=1)[0].inputs, "digits")
+    assert sorted(t.shape[-1] for t in item.values()) == [32, 64, 96]  # one per input size
 
 
-@pytest.mark.parametrize("family", ["vit", "fusion", "family"])
+@pytest.mark.parametrize("family", ["vit", "fusion", "family", "ladder"])
 def test_run_returns_one_prediction_per_item(servables: dict[str, ServableModel],
                                              family: str) -> None:
     model = servables[family]
@@ -199,3 +208,26 @@ def test_family_members_grow() -> None:
              for m in MEMBERS]
     assert sizes[0] < sizes[1]
     assert sizes[2] < sizes[3] < sizes[4] < sizes[5]
+
+
+def test_ladder_shape(servables: dict[str, ServableModel]) -> None:
+    """The ladder's cost rule, as a replica runs it (one thread, batch 1): the cheapest rung
+    costs <= 1/8 of the dearest (the RAMSIS paper's ladder spans 16x). The dearest's absolute
+    cost beside the serving path is the family-shapes record's (machine-dependent)."""
+    import time
+
+    model = servables["ladder"]
+    item = model.decode(model.examples("val", "digits", limit=1)[0].inputs, "digits")
+
+    def batch1_ms(variant: Variant) -> float:
+        """The fastest of 7 timed calls after 2 warm-up calls (the least disturbed by other
+        processes on a shared machine)."""
+        times = []
+        for _ in range(9):
+            start = time.perf_counter()
+            model.run(variant, "digits", [item])
+            times.append(time.perf_counter() - start)
+        return min(times[2:]) * 1e3
+
+    cheapest, dearest = model.variants()[0], model.variants()[-1]
+    assert batch1_ms(dearest) >= 8 * batch1_ms(cheapest)

@@ -1,4 +1,4 @@
-"""Wire decoding of the three model families: round trips and every InputError case.
+"""Wire decoding of the model families: round trips and every InputError case.
 
 Uses untrained models (decode/examples need no weights), so it runs in seconds.
 """
@@ -18,6 +18,8 @@ from deployments.models.family import build as build_family
 from deployments.models.fusion import FusionConfig, FusionServable
 from deployments.models.fusion import build as build_fusion
 from deployments.models.input_decoding import decode_image, encode_image
+from deployments.models.ladder import LadderConfig, LadderServable
+from deployments.models.ladder import build as build_ladder
 from deployments.models.vit_tokens import TokenViTServable, VitConfig
 from deployments.models.vit_tokens import build as build_vit
 from tests.helpers.images import image_b64
@@ -35,6 +37,7 @@ def servables() -> dict[str, ServableModel]:
         "vit": TokenViTServable(build_vit(VitConfig())),
         "fusion": FusionServable(build_fusion(FusionConfig()), FusionConfig()),
         "family": FamilyServable(build_family(FamilyConfig()), FamilyConfig()),
+        "ladder": LadderServable(build_ladder(LadderConfig()), LadderConfig()),
     }
 
 
@@ -68,7 +71,7 @@ def _fusion_inputs(servables: dict[str, ServableModel]) -> dict[str, Any]:
     return dict(servables["fusion"].examples("val", "digits", limit=1)[0].inputs)
 
 
-@pytest.mark.parametrize("family", ["vit", "family"])
+@pytest.mark.parametrize("family", ["vit", "family", "ladder"])
 @pytest.mark.parametrize(("inputs", "field"), [
     ("not a dict", "inputs"),
     ({}, "image"),
@@ -87,7 +90,7 @@ def test_image_family_errors(servables: dict[str, ServableModel], family: str, i
     assert str(err.value).startswith(field)
 
 
-@pytest.mark.parametrize("family", ["vit", "fusion", "family"])
+@pytest.mark.parametrize("family", ["vit", "fusion", "family", "ladder"])
 def test_unknown_task(servables: dict[str, ServableModel], family: str) -> None:
     model = servables[family]
     inputs = model.examples("val", model.tasks()[0], limit=1)[0].inputs

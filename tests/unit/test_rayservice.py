@@ -68,7 +68,7 @@ def test_serve_config_differs_from_serve_config_yaml_only_where_listed(variant: 
 
 def test_an_override_of_a_renamed_key_fails_instead_of_drifting() -> None:
     doc = yaml.safe_load((REPO_ROOT / "serve_config.yaml").read_text())
-    with pytest.raises(KeyError, match="no item named 'renamed'.*'family'"):
+    with pytest.raises(KeyError, match="no item named 'renamed'.*'ladder'"):
         apply_overrides(doc, {"applications.adaptserve.args.classifiers.renamed.num_replicas": 2})
     with pytest.raises(KeyError, match="no key 'htp'"):
         apply_overrides(doc, {"applications.adaptserve.args.htp.num_replicas": 2})

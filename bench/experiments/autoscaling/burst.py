@@ -84,12 +84,13 @@ def _stage(a: DemoScaling, capacity: float | None, hi: int, startup_s: float
 def demo_config(doc: dict[str, Any], port: int, a: DemoScaling,
                 model_dir: str | None = None) -> dict[str, Any]:
     """serve_config.vlm.yaml's document with the demo's port, one idle classifier (the app needs
-    one) and the stages' autoscaling settings; its application policy kept."""
+    one: its last, the lightest to start) and the stages' autoscaling settings; its
+    application policy kept."""
     out = copy.deepcopy(doc)
     out["http_options"] = {**out.get("http_options", {}), "port": port}
     [app] = [x for x in out["applications"] if x["name"] == APP]
     args = app["args"]
-    args["classifiers"] = [{**args["classifiers"][0], "ray_actor_options": {"num_cpus": 0.1}}]
+    args["classifiers"] = [{**args["classifiers"][-1], "ray_actor_options": {"num_cpus": 0.1}}]
     g = args["generation"]
     g["engine"] = a.engine
     if a.engine == "transformers":  # it takes only max_model_len of vLLM's settings

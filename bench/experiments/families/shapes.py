@@ -11,7 +11,10 @@ ladders of them meet the shape rules a family must have before its figures are r
   train within ~10 minutes on 2 cores.
 
 Random-init timm models on grey (1-channel) inputs, 10 classes; no data, no accuracy (that is the
-family's training's to measure on held-out data). Prints a table and writes a Result."""
+family's training's to measure on held-out data). Prints a table and writes a Result.
+
+`--ladder`: the trained built-in ladder (`deployments/models/ladder.py`) measured the same way,
+each rung through the served code, beside its held-out accuracy, judged by the rules."""
 
 from __future__ import annotations
 
@@ -89,6 +92,47 @@ def ladders(rows: list[dict[str, Any]], path_ms: float) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: (r["dearest_train_ms_per_image"], -r["spread"]))
 
 
+def rung_rows(models_dir: Path, repeats: int) -> list[dict[str, Any]]:
+    """The trained ladder's rungs as a replica runs them (`run`, one thread, batch 1, a decoded
+    held-out scene) with their held-out accuracy from the training's metadata."""
+    import torch
+
+    from deployments.models.registry import load_model, read_metadata
+
+    torch.set_num_threads(1)
+    model = load_model("ladder", cache_dir=models_dir)
+    meta = read_metadata("ladder", models_dir) or {}
+    accuracy = meta.get("test_accuracy", {}).get("digits", {})
+    item = model.decode(model.examples("val", "digits", limit=1)[0].inputs, "digits")
+    rows = []
+    for variant in model.variants():
+        times = []
+        for k in range(repeats + 3):
+            t = time.perf_counter()
+            model.run(variant, "digits", [item])
+            if k >= 3:
+                times.append((time.perf_counter() - t) * 1000.0)
+        rows.append({"name": variant.name, "forward_ms": round(statistics.median(times), 2),
+                     "accuracy": accuracy.get(variant.name)})
+    return rows
+
+
+def rung_checks(rows: list[dict[str, Any]], path_ms: float) -> list[Check]:
+    """The shape rules on the trained ladder (rows ordered by cost)."""
+    fwd = [r["forward_ms"] for r in rows]
+    acc = [r["accuracy"] for r in rows]
+    spread = round(acc[-1] - acc[0], 4) if None not in acc else None
+    return [
+        Check("dearest rung's batch-1 forward / the path's CPU per request",
+              round(fwd[-1] / path_ms, 2), ">= 3", fwd[-1] >= 3 * path_ms),
+        Check("cheapest rung's batch-1 forward / the dearest's", round(fwd[0] / fwd[-1], 3),
+              "<= 0.125", fwd[0] <= fwd[-1] / 8),
+        Check("held-out accuracy rises with cost", acc, "increasing",
+              None not in acc and all(a < b for a, b in zip(acc, acc[1:], strict=False))),
+        Check("accuracy between the ends (points)", spread, ">= 0.10",
+              spread is not None and spread >= 0.10)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench family-shapes", description=__doc__)
     parser.add_argument("--path-ms", type=float, default=16.0,
@@ -96,8 +140,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--train-threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("results/family_shapes.json"))
+    parser.add_argument("--ladder", action="store_true",
+                        help="measure the trained built-in ladder's rungs instead of candidates")
+    parser.add_argument("--models-dir", type=Path, default=Path(".cache/models"))
     args = parser.parse_args(argv)
     run = Run()
+    if args.ladder:
+        rows = rung_rows(args.models_dir, args.repeats)
+        print(f"{'rung':<24} {'fwd ms (b=1, 1 thr)':>20} {'held-out accuracy':>18}")
+        for r in rows:
+            print(f"{r['name']:<24} {r['forward_ms']:>20} {r['accuracy']:>18}")
+        checks = rung_checks(rows, args.path_ms)
+        for c in checks:
+            print(f"  {c.name}: {c.value} ({c.target}) {'ok' if c.ok else 'MISSED'}")
+        return run.finish(args.out, {"rungs": rows}, checks=checks,
+                          settings=vars(args) | {"out": str(args.out),
+                                                 "models_dir": str(args.models_dir)})
     rows = []
     print(f"{'candidate':<28} {'params M':>8} {'fwd ms (b=1, 1 thr)':>20} {'train ms/img':>13}")
     for arch, px in CANDIDATES:

@@ -1,5 +1,7 @@
 """`CheckpointFamily`: the user's checkpoints of one task as one servable family, each
 checkpoint a variant (the knob is which model runs: RAMSIS-style selection among them).
+`MemberClassifier` is its serving half, shared with our own model-selection ladder
+(`deployments/models/ladder.py`), which is served through the same code.
 
 An item is decoded once, before a variant is chosen, into the pixels every distinct input
 (size, channels) of the family needs; a variant normalises its own on the batch."""
@@ -34,39 +36,26 @@ def _key(t: ImageTransform) -> str:
     return f"image@{t.channels}x{t.size}"
 
 
-class CheckpointFamily(ServableModel):
-    def __init__(self, name: str, source: CheckpointModel, dataset: DatasetConfig | None,
-                 ) -> None:
+class MemberClassifier(ServableModel):
+    """Image classifiers of one task as one family, each loaded member a variant: an item is
+    decoded once into the pixels every distinct input (size, channels) needs, and a variant
+    normalises its own on the batch. Held-out examples come from the subclass."""
+
+    def __init__(self, name: str, members: dict[str, LoadedCheckpoint],
+                 labels: tuple[str, ...] | None, task: str = TASK) -> None:
         self.name = name
-        self.members: dict[str, LoadedCheckpoint] = {
-            c.name: load_checkpoint(c, source.input) for c in source.checkpoints}
-        classes = {n: m.num_classes for n, m in self.members.items()}
-        if len(set(classes.values())) != 1:
-            raise CheckpointError(f"family {name}: checkpoints disagree on the number of "
-                                  f"classes {classes}")
-        self.num_classes = next(iter(classes.values()))
-        self.labels = self._label_names(source)
-        self.data = (None if dataset is None else
-                     read_dataset(dataset, TASK, self.labels))
-        if self.labels is None and self.data is not None:
-            self.labels = self.data.label_names
+        self.members = members
+        self.labels = labels
+        self.task = task
         self._variants = tuple(Variant(name=n, model=n, modalities=frozenset({"image"}))
                                for n in self.members)
         self._inputs = {_key(m.transform): m.transform for m in self.members.values()}
-
-    def _label_names(self, source: CheckpointModel) -> tuple[str, ...] | None:
-        own = {n: m.labels for n, m in self.members.items() if m.labels is not None}
-        names = tuple(source.labels) if source.labels else next(iter(own.values()), None)
-        if names is not None and len(names) != self.num_classes:
-            raise CheckpointError(f"family {self.name}: {len(names)} label names for "
-                                  f"{self.num_classes} classes")
-        return names
 
     def variants(self) -> tuple[Variant, ...]:
         return self._variants
 
     def tasks(self) -> tuple[str, ...]:
-        return (TASK,)
+        return (self.task,)
 
     def modalities(self) -> tuple[str, ...]:
         return ("image",)
@@ -80,7 +69,7 @@ class CheckpointFamily(ServableModel):
         return {"image": encode_image(torch.full((side, side), 128, dtype=torch.uint8))}
 
     def decode(self, inputs: dict[str, Any], task: str) -> dict[str, torch.Tensor]:
-        check_task(task, (TASK,))
+        check_task(task, (self.task,))
         fields = check_fields(inputs, required=("image",), allowed=("image",))
         return {key: decode_pixels(fields["image"], "image", t.size, t.size,
                                    "L" if t.channels == 1 else "RGB")
@@ -92,7 +81,7 @@ class CheckpointFamily(ServableModel):
         if member is None:
             raise ValueError(f"unknown variant {variant.name!r} of {self.name}; valid: "
                              f"{list(self.members)}")
-        check_task(task, (TASK,))
+        check_task(task, (self.task,))
         if not items:
             return []
         device = _device(member.module)
@@ -105,15 +94,46 @@ class CheckpointFamily(ServableModel):
                 for lbl, c in zip(label.tolist(), conf.tolist(), strict=True)]
 
     def examples(self, split: str, task: str, limit: int | None = None) -> list[Example]:
+        raise ValueError(f"{self.name}: no held-out examples")
+
+    def to(self, device: torch.device) -> MemberClassifier:
+        for m in self.members.values():
+            m.module.to(device)
+        return self
+
+
+class CheckpointFamily(MemberClassifier):
+    """The user's checkpoints of one task (`classifiers[].model.checkpoints`), held-out
+    examples from `classifiers[].dataset`."""
+
+    def __init__(self, name: str, source: CheckpointModel, dataset: DatasetConfig | None,
+                 ) -> None:
+        members = {c.name: load_checkpoint(c, source.input) for c in source.checkpoints}
+        classes = {n: m.num_classes for n, m in members.items()}
+        if len(set(classes.values())) != 1:
+            raise CheckpointError(f"family {name}: checkpoints disagree on the number of "
+                                  f"classes {classes}")
+        self.num_classes = next(iter(classes.values()))
+        super().__init__(name, members, self._label_names(name, members, source))
+        self.data = (None if dataset is None else
+                     read_dataset(dataset, TASK, self.labels))
+        if self.labels is None and self.data is not None:
+            self.labels = self.data.label_names
+
+    def _label_names(self, name: str, members: dict[str, LoadedCheckpoint],
+                     source: CheckpointModel) -> tuple[str, ...] | None:
+        own = {n: m.labels for n, m in members.items() if m.labels is not None}
+        names = tuple(source.labels) if source.labels else next(iter(own.values()), None)
+        if names is not None and len(names) != self.num_classes:
+            raise CheckpointError(f"family {name}: {len(names)} label names for "
+                                  f"{self.num_classes} classes")
+        return names
+
+    def examples(self, split: str, task: str, limit: int | None = None) -> list[Example]:
         check_task(task, (TASK,))
         if self.data is None:
             raise ValueError(f"{self.name}: no dataset configured (classifiers[].dataset)")
         return self.data.examples(split, task, limit)
-
-    def to(self, device: torch.device) -> CheckpointFamily:
-        for m in self.members.values():
-            m.module.to(device)
-        return self
 
 
 def _device(module: torch.nn.Module) -> torch.device:

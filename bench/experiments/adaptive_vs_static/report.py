@@ -61,6 +61,8 @@ def checks(out: dict[str, Any], policy: str) -> dict[str, Any]:
     static, adapt = runs["static_2x"], runs[f"{policy}_2x"]
     res: dict[str, Any] = {
         "goodput_ratio": adapt.goodput_qps / max(static.goodput_qps, 1e-9),
+        # correct answers within the SLO per second, measured against the true labels
+        "correct_ratio": _correct_qps(adapt) / max(_correct_qps(static), 1e-9),
         "adaptive_attainment_admitted": adapt.slo_attainment_admitted,
         "overhead_ratio": out["overhead"]["ratio"],
         "memory_total_mib": out["memory"]["total_mib"],
@@ -85,8 +87,19 @@ def checks(out: dict[str, Any], policy: str) -> dict[str, Any]:
             res[f"{kind}_{name}_violation_diff_pts"] = 100 * (f["violation_live"]
                                                               - f["violation_sim"])
     res["fidelity"] = fidelity
+    one_x = runs.get(f"{policy}_1x")
+    if one_x is not None:  # at 1x the adaptive policy keeps the static's accuracy
+        res["accuracy_1x_gap_pts"] = 100 * (static.accuracy_of_satisfied
+                                           - one_x.accuracy_of_satisfied)
+    for kind in kinds:  # the simulator's prediction of the live ratios
+        s_static, s_adapt = sims[f"{kind}_static_2x"], sims.get(f"{kind}_{policy}_2x")
+        if s_adapt is not None:
+            res[f"{kind}_goodput_ratio"] = s_adapt.goodput_qps / max(s_static.goodput_qps, 1e-9)
     res["pass"] = {
         "goodput_ratio>=2": res["goodput_ratio"] >= 2.0,
+        "correct_ratio>=1.5": res["correct_ratio"] >= 1.5,
+        **({"accuracy_1x_within_1pt": res["accuracy_1x_gap_pts"] <= 1.0}
+           if "accuracy_1x_gap_pts" in res else {}),
         "attainment_admitted>=95%": res["adaptive_attainment_admitted"] >= 0.95,
         "overhead_ratio<=1.3": res["overhead_ratio"] <= 1.3,
         "memory<=6GiB": res["memory_total_mib"] <= 6 * 1024,
@@ -100,6 +113,11 @@ def checks(out: dict[str, Any], policy: str) -> dict[str, Any]:
         abs(res[f"{kind}_static_2x_{m}_diff_pts"]) <= 2.0 for m in ("accuracy", "violation"))
         for kind in kinds}
     return res
+
+
+def _correct_qps(run: Any) -> float:
+    accuracy = run.accuracy_of_satisfied
+    return run.goodput_qps * (0.0 if accuracy != accuracy else accuracy)  # NaN: none answered
 
 
 def report(out: dict[str, Any]) -> str:

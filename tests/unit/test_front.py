@@ -99,7 +99,19 @@ def test_checks_against_the_issue_targets(tmp_path: Path) -> None:
                   refusal_p99_ms=8.0, gap_pts=-1.5),
             _step("app_3x", 84, 26, 0.31, attainment_admitted=0.96, refused=560,
                   refusal_p99_ms=12.0, gap_pts=1.0)]
-    c = _out(good, baseline={"qps": 10.0, "step": "app_ramp_3", "offered_qps": 11.0})["checks"]
+    out = _out(good, baseline={"qps": 10.0, "step": "app_ramp_3", "offered_qps": 11.0})
+    # the floor and the app at 2x and 3x the floor's capacity: correct answers in time per s
+    out["torch"]["runs"] = [_step("torch_2x", 40, 12, 0.3, correct_qps=11.0),
+                            _step("torch_3x", 60, 8, 0.13, correct_qps=7.5)]
+    out["app_at_torch"] = [_step("app_at_torch_2x", 40, 38, 0.95, correct_qps=35.0),
+                           _step("app_at_torch_3x", 60, 27, 0.45, correct_qps=11.0)]
+    c = out["checks"] = checks(out)
+    assert c["correct_over_torch"] == {"2x": pytest.approx(35 / 11), "3x": pytest.approx(11 / 7.5)}
+    assert c["correct_over_torch_min"] == pytest.approx(11 / 7.5)
+    assert c["pass"]["correct_vs_torch>=1.5"] is False  # 1.47x at 3x
+    out["app_at_torch"][1] = _step("app_at_torch_3x", 60, 27, 0.45, correct_qps=25.0)
+    c = out["checks"] = checks(out)
+    assert "app_at_torch_3x" in report(out) and "torch_2x" in report(out)
     assert c["capacity_app_qps"] == 28 and c["app_over_torch"] == pytest.approx(1.4)
     assert c["app_over_baseline"] == pytest.approx(2.8)
     assert c["goodput_3x_over_1x"] == pytest.approx(26 / 28)
@@ -112,7 +124,7 @@ def test_checks_against_the_issue_targets(tmp_path: Path) -> None:
     c = out["checks"]
     assert c["pass"] == {"attainment_admitted>=95%": False, "goodput_3x>=0.9x1x": False,
                          "refusal_p99<20ms": None, "gap<=2pts": False,
-                         "capacity>=2x_baseline": None}
+                         "capacity>=2x_baseline": None, "correct_vs_torch>=1.5": None}
     text = report(out)
     assert "app_3x" in text and "torch_ramp_0" in text and "abc1234" in text
     assert table(bad).splitlines()[0].split()[:3] == ["run", "offered", "sent"]

@@ -44,6 +44,7 @@ class FrontRun:
     door_refused: int = 0  # refusals by the proxy's front door (the rest: the ingress's)
     door_refusal_p99_ms: float = math.nan
     ingress_refusal_p99_ms: float = math.nan  # the ingress's second-line (deadline) refusals
+    correct_qps: float = math.nan  # answers ok within the SLO and correct (true labels), per s
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,7 +73,9 @@ def front_run(name: str, summary: LoadSummary, records: Sequence[RequestRecord])
         server_attainment_admitted=server_att,
         gap_pts=100.0 * (server_att - summary.slo_attainment_admitted),
         door_refused=len(door), door_refusal_p99_ms=percentile_or_nan(door_ms, 99),
-        ingress_refusal_p99_ms=percentile_or_nan(ingress_ms, 99))
+        ingress_refusal_p99_ms=percentile_or_nan(ingress_ms, 99),
+        correct_qps=summary.goodput_qps * summary.accuracy_of_satisfied
+        if summary.satisfied else 0.0)
 
 
 @dataclass(frozen=True)

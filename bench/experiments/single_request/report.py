@@ -32,6 +32,17 @@ def _finite(values: Sequence[float]) -> list[float]:
     return [v for v in values if not math.isnan(v)]
 
 
+def _against_floor(out: dict[str, Any]) -> dict[str, Any]:
+    """Correct answers within the SLO per second, the app over the FastAPI + torch floor, each
+    at the same multiple of the floor's capacity (None: not run)."""
+    floor = {r.name.removeprefix("torch_"): r for r in out.get("torch", {}).get("runs", [])}
+    app = {r.name.removeprefix("app_at_torch_"): r for r in out.get("app_at_torch", [])}
+    ratios = {m: _ratio(app[m].correct_qps, floor[m].correct_qps)
+              for m in sorted(floor.keys() & app.keys())}
+    found = [v for v in ratios.values() if v is not None]
+    return {"correct_over_torch": ratios, "correct_over_torch_min": min(found) if found else None}
+
+
 def checks(out: dict[str, Any]) -> dict[str, Any]:
     """The figures the issue names, and whether each meets its target (None: not measurable
     in this run, e.g. no refusals to time, no capacity found, no baseline given)."""
@@ -56,6 +67,7 @@ def checks(out: dict[str, Any]) -> dict[str, Any]:
         # the front door's own refusals only (the rest are the ingress's late, second-line ones)
         "front_door_refusal_p99_ms_max": max(door) if door else None,
         "gap_pts_max_abs": max(gaps) if gaps else None,
+        **_against_floor(out),
     }
 
     def at_least(key: str, target: float) -> bool | None:
@@ -72,32 +84,36 @@ def checks(out: dict[str, Any]) -> dict[str, Any]:
                              else bool(res["refusal_p99_ms_max"] < TARGETS["refusal_p99_ms"])),
         "gap<=2pts": at_most("gap_pts_max_abs", TARGETS["gap_pts"]),
         "capacity>=2x_baseline": at_least("app_over_baseline", TARGETS["app_over_baseline"]),
+        "correct_vs_torch>=1.5": at_least("correct_over_torch_min", 1.5),
     }
     return res
 
 
 def _all_runs(out: dict[str, Any]) -> list[FrontRun]:
-    torch_steps: list[FrontRun] = out["torch"]["ramp"] if "torch" in out else []
-    return [*out["app"]["ramp"], *out["app"]["runs"], *torch_steps]
+    torch_steps: list[FrontRun] = (
+        [*out["torch"]["ramp"], *out["torch"].get("runs", [])] if "torch" in out else [])
+    return [*out["app"]["ramp"], *out["app"]["runs"], *torch_steps, *out.get("app_at_torch", [])]
 
 
-HEAD = (f"{'run':<14}{'offered':>8}{'sent':>7}{'ans':>7}{'ok':>7}{'refused':>8}{'dl_exc':>7}"
+HEAD = (f"{'run':<17}{'offered':>8}{'sent':>7}{'ans':>7}{'ok':>7}{'refused':>8}{'dl_exc':>7}"
         f"{'shed':>6}{'err':>6}{'att%':>7}{'att_adm%':>9}{'goodput':>9}{'p50':>7}{'p99':>7}"
-        f"{'ref_p99':>8}{'srv_adm%':>9}{'gap':>7}{'door':>7}{'door_p99':>9}{'ing_p99':>8}")
+        f"{'ref_p99':>8}{'srv_adm%':>9}{'gap':>7}{'door':>7}{'door_p99':>9}{'ing_p99':>8}"
+        f"{'corr/s':>8}")
 
 
 def table(runs: Sequence[FrontRun]) -> str:
     """One line per run (counts are requests; latencies ms at the client; gap: server minus
-    client attainment of admitted, points)."""
+    client attainment of admitted, points; corr/s: correct answers within the SLO per s)."""
     lines = [HEAD]
     for r in runs:
         lines.append(
-            f"{r.name:<14}{r.offered_qps:>8.1f}{r.sent:>7}{r.answered:>7}{r.ok:>7}"
+            f"{r.name:<17}{r.offered_qps:>8.1f}{r.sent:>7}{r.answered:>7}{r.ok:>7}"
             f"{r.refused:>8}{r.deadline_exceeded:>7}{r.shed:>6}{r.errors:>6}"
             f"{100 * r.attainment:>7.1f}{100 * r.attainment_admitted:>9.1f}"
             f"{r.goodput_qps:>9.1f}{r.p50_ms:>7.0f}{r.p99_ms:>7.0f}{r.refusal_p99_ms:>8.1f}"
             f"{100 * r.server_attainment_admitted:>9.1f}{r.gap_pts:>7.1f}"
-            f"{r.door_refused:>7}{r.door_refusal_p99_ms:>9.1f}{r.ingress_refusal_p99_ms:>8.1f}")
+            f"{r.door_refused:>7}{r.door_refusal_p99_ms:>9.1f}{r.ingress_refusal_p99_ms:>8.1f}"
+            f"{r.correct_qps:>8.1f}")
     return "\n".join(lines)
 
 
@@ -119,6 +135,11 @@ def report(out: dict[str, Any]) -> str:
     lines.append(f"min attainment of admitted {num('attainment_admitted_min')}, goodput 3x/1x "
                  f"{num('goodput_3x_over_1x')}, refusal p99 {num('refusal_p99_ms_max', ' ms')}, "
                  f"max |gap| {num('gap_pts_max_abs', ' pts')}")
+    if c.get("correct_over_torch"):
+        lines.append("correct answers within the SLO per second, app / FastAPI + torch, at the "
+                     "floor's capacity x " + ", ".join(
+                         f"{m}: {'-' if v is None else f'{v:.2f}'}"
+                         for m, v in c["correct_over_torch"].items()))
     lines.append("pass: " + ", ".join(f"{k} {v}" for k, v in c["pass"].items()))
     return "\n".join(lines)
 

@@ -54,6 +54,9 @@ class FrontSettings(LocalServe):
     ramp_s: float = 10.0  # each ramp step
     duration_s: float = 30.0  # each run at a multiple of the capacity
     multiples: tuple[float, ...] = (1.0, 2.0, 3.0)
+    # the FastAPI + torch floor and then the app, each at these multiples of the floor's own
+    # capacity (what a user who wrote that server instead would see at the same load)
+    floor_multiples: tuple[float, ...] = ()
     settle_s: float = 5.0  # after the deployment, before the first request
     num_cpus: int = 8  # Ray logical CPUs
     torch_floor: bool = True  # also measure the FastAPI + torch server
@@ -122,8 +125,28 @@ def _torch_phase(s: FrontSettings, session: LiveSession, setup: FamilySetup) -> 
                                    str(setup.cfg.paths.models_dir), setup.task, best.accuracy)
     with torch_server(settings) as url:
         steps = ramp(session, s, url, "torch")
-    return {"variant": best.variant.name, "ramp": steps,
-            "capacity": pick_capacity(steps, s.rule)}
+        cap = pick_capacity(steps, s.rule)
+        runs = [] if cap is None else [
+            _run(session, f"torch_{m:g}x", url,
+                 TraceSpec("poisson", m * cap.qps, s.duration_s, seed=s.seed))
+            for m in s.floor_multiples]
+    return {"variant": best.variant.name, "ramp": steps, "capacity": cap, "runs": runs}
+
+
+def _app_at_floor_multiples(s: FrontSettings, session: LiveSession, args: dict[str, Any],
+                            floor_qps: float) -> list[FrontRun]:
+    """3. the app again (a fresh Ray), at the floor's multiples, same seed as the floor's."""
+    lb.start_ray(s.port, s.num_cpus)
+    try:
+        lb.deploy_app(args, s.base_url)
+        time.sleep(s.settle_s)
+        session.load(LoadRun("app_vs_torch_warmup", s.base_url,
+                             TraceSpec("poisson", s.ramp_start_qps, s.warmup_s, seed=s.seed + 1)))
+        return [_run(session, f"app_at_torch_{m:g}x", s.base_url,
+                     TraceSpec("poisson", m * floor_qps, s.duration_s, seed=s.seed))
+                for m in s.floor_multiples]
+    finally:
+        lb.stop_ray()
 
 
 def run_front(s: FrontSettings) -> dict[str, Any]:
@@ -149,6 +172,9 @@ def _run_front(s: FrontSettings) -> dict[str, Any]:
         lb.stop_ray()
     if s.torch_floor:
         out["torch"] = _torch_phase(s, session, setup)
+        floor = out["torch"]["capacity"]
+        if s.floor_multiples and floor is not None:
+            out["app_at_torch"] = _app_at_floor_multiples(s, session, args, floor.qps)
     out["cpu_ms_per_call"] = session.cpu_ms
     out["loadavg_1min_after_run"] = session.loadavg
     out["machine_cores"] = os.cpu_count()  # the simulator's front stage shares these

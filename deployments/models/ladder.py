@@ -17,7 +17,6 @@ resizes it), bright ink on a dark background}; task "digits" (the digit at the s
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -157,9 +156,6 @@ class LadderServable(MemberClassifier):
             labels=TASK_LABEL_NAMES[TASK], num_classes=10) for m in MEMBERS}
         super().__init__("ladder", members, TASK_LABEL_NAMES[TASK], task=TASK)
         self.cfg = cfg
-
-    def probe_inputs(self, task: str) -> dict[str, Any]:
-        return self.examples("val", task, limit=1)[0].inputs
 
     def examples(self, split: str, task: str, limit: int | None = None) -> list[Example]:
         check_task(task, (TASK,))

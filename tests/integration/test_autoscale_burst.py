@@ -23,12 +23,10 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_an_image_burst_scales_the_encoders_not_the_llm(tmp_path: Path,
-                                                        trained_vlm_dir: Path) -> None:
-    """`trained_vlm_dir` trains the VLM first where it is asked for and not cached (CI), and
-    skips where neither (see tests/conftest.py `vlm_tests_on`)."""
+def test_an_image_burst_scales_the_encoders_not_the_llm(tmp_path: Path, vlm_dir: Path) -> None:
+    """On `vlm_dir`: the trained VLM where it is cached, else the tiny one (CI)."""
     out = tmp_path / "burst.json"
-    cmd = [sys.executable, "-m", "bench", "autoscaling-burst", "--model-dir", str(trained_vlm_dir),
+    cmd = [sys.executable, "-m", "bench", "autoscaling-burst", "--model-dir", str(vlm_dir),
            "--engine", "transformers", "--warm-s", "5", "--burst-s", "40", "--quiet-s", "30",
            "--text-rps", "1.5", "--burst-rps", "2.5", "--scale-down-delay-s", "5",
            "--llm-capacity", "5000", "--out", str(out), "--figure", str(tmp_path / "b.png"),

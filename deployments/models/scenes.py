@@ -59,6 +59,14 @@ def render(split: str, cfg: SceneConfig, count: int, seed: int
            ) -> tuple[torch.Tensor, torch.Tensor]:
     """`count` uint8 scenes [count, canvas, canvas] and their digit labels, from the source
     digits of `split` only, deterministic in (cfg, split, count, seed)."""
+    scenes, labels, _ = render_with_targets(split, cfg, count, seed)
+    return scenes, labels
+
+
+def render_with_targets(split: str, cfg: SceneConfig, count: int, seed: int
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`render`'s scenes and labels, and each scene's target: its index in `source_split(split)`
+    (what other modalities of the same item are derived from)."""
     src, labels = source_split(split, cfg.split)
     lo = min(cfg.digit_px[0], cfg.fragment_px[0])
     hi = max(cfg.digit_px[1], cfg.fragment_px[1])
@@ -81,8 +89,8 @@ def render(split: str, cfg: SceneConfig, count: int, seed: int
         np.maximum(patch, table[s][int(targets[k])], out=patch)
     scenes += rng.normal(0.0, cfg.noise_std, scenes.shape).astype(np.float32)
     pixels = np.clip(scenes, 0.0, 1.0) * 255.0
-    return (torch.from_numpy(np.round(pixels).astype(np.uint8)),
-            labels[torch.from_numpy(targets)])
+    index = torch.from_numpy(targets)
+    return torch.from_numpy(np.round(pixels).astype(np.uint8)), labels[index], index
 
 
 @lru_cache(maxsize=4)

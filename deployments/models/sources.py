@@ -1,6 +1,7 @@
 """Where a classifier family's model comes from (`classifiers[].model`), torch-free config.
 
-- `builtin: vit | fusion | family | ladder`: ours, trained by our script on first use;
+- `builtin: vit | fusion | family | ladder | scenefusion`: ours, trained by our script
+  on first use;
 - `checkpoints: [...]`: the user's variants, each a timm architecture with a local weights file,
   a local Hugging Face image-classification directory, or a TorchScript file; input size,
   channels, mean/std and label names read from the checkpoint, overridable here;
@@ -16,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
-BUILTIN_FAMILIES = ("vit", "fusion", "family", "ladder")
+BUILTIN_FAMILIES = ("vit", "fusion", "family", "ladder", "scenefusion")
 
 
 class StrictConfig(BaseModel):
@@ -29,7 +30,7 @@ IMPORT_PATH = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
 
 
 class BuiltinModel(StrictConfig):
-    builtin: Literal["vit", "fusion", "family", "ladder"] = Field(
+    builtin: Literal["vit", "fusion", "family", "ladder", "scenefusion"] = Field(
         description="one of our families, trained on first use by our script")
 
 

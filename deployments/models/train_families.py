@@ -27,9 +27,10 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from deployments.models import family, fusion, ladder, vit_tokens
+from deployments.models import family, fusion, ladder, scene_fusion, vit_tokens
 from deployments.models.base import ServableModel
 from deployments.models.cache import DEFAULT_MODELS_DIR
+from deployments.models.vit_servable import TokenViTServable
 
 log = logging.getLogger(__name__)
 DEFAULT_CACHE = DEFAULT_MODELS_DIR
@@ -48,13 +49,15 @@ class FamilySpec:
 
 SPECS: dict[str, FamilySpec] = {
     "vit": FamilySpec("vit", vit_tokens.VitConfig, vit_tokens.build, vit_tokens.train,
-                      lambda model, cfg: vit_tokens.TokenViTServable(model)),
+                      lambda model, cfg: TokenViTServable(model)),
     "fusion": FamilySpec("fusion", fusion.FusionConfig, fusion.build, fusion.train,
                          fusion.FusionServable),
     "family": FamilySpec("family", family.FamilyConfig, family.build, family.train,
                          family.FamilyServable),
     "ladder": FamilySpec("ladder", ladder.LadderConfig, ladder.build, ladder.train,
                          ladder.LadderServable),
+    "scenefusion": FamilySpec("scenefusion", scene_fusion.SceneFusionConfig, scene_fusion.build,
+                              scene_fusion.train, scene_fusion.SceneFusionServable),
 }
 
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 def models(trained_models_dir: Path) -> dict[str, ServableModel]:
     torch.set_num_threads(1)
     return {name: load_model(name, cache_dir=trained_models_dir)
-            for name in ("vit", "fusion", "family", "ladder")}
+            for name in ("vit", "fusion", "family", "ladder", "scenefusion")}
 
 
 def wire_accuracy(model: ServableModel, task: str, limit: int | None = LIMIT) -> dict[str, float]:
@@ -103,6 +103,22 @@ def test_ladder_serves_what_it_was_measured_on(models: dict[str, ServableModel])
         with torch.inference_mode():
             direct = model.members[variant.name].module(at_size(images[:n], rung.side))
         assert wired == direct.argmax(-1).tolist(), variant.name
+
+
+def test_scene_fusion_serves_what_it_was_measured_on(models: dict[str, ServableModel],
+                                                    trained_models_dir: Path) -> None:
+    """Every subset answers through the wire (PNG scene, audio list, text) as the training's
+    evaluation measured it on the same held-out items, and the modalities have MOSEL's shape:
+    image and audio each informative alone, together better than either."""
+    meta = read_metadata("scenefusion", trained_models_dir)
+    assert meta is not None
+    measured = meta["test_accuracy"]["digits"]
+    wired = wire_accuracy(models["scenefusion"], "digits", limit=None)
+    for name, value in measured.items():
+        assert abs(wired[name] - value) < 1e-6, name
+    alone = {m: measured[f"scenefusion/{m}"] for m in ("image", "audio", "text")}
+    both = measured["scenefusion/image+audio"]
+    assert both > alone["image"] > alone["audio"] > alone["text"] + 0.2, measured
 
 
 def test_metadata_matches_wire_accuracy(models: dict[str, ServableModel],

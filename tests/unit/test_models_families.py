@@ -15,7 +15,10 @@ from deployments.models.fusion import build as build_fusion
 from deployments.models.fusion import tensors as fusion_tensors
 from deployments.models.ladder import LadderConfig, LadderServable
 from deployments.models.ladder import build as build_ladder
-from deployments.models.vit_tokens import TokenViTServable, VitConfig
+from deployments.models.scene_fusion import SceneFusionConfig, SceneFusionServable
+from deployments.models.scene_fusion import build as build_scene_fusion
+from deployments.models.vit_servable import TokenViTServable
+from deployments.models.vit_tokens import VitConfig
 from deployments.models.vit_tokens import build as build_vit
 from policies.types import Variant
 
@@ -33,6 +36,8 @@ def servables() -> dict[str, ServableModel]:
         "fusion": FusionServable(build_fusion(FusionConfig()), FusionConfig()),
         "family": FamilyServable(build_family(FamilyConfig()), FamilyConfig()),
         "ladder": LadderServable(build_ladder(LadderConfig()), LadderConfig()),
+        "scenefusion": SceneFusionServable(build_scene_fusion(SceneFusionConfig()),
+                                           SceneFusionConfig()),
     }
 
 
@@ -56,7 +61,7 @@ def test_variant_names_unique_and_typed(servables: dict[str, ServableModel]) -> 
     assert sorted(t.shape[-1] for t in item.values()) == [32, 64, 96]  # one per input size
 
 
-@pytest.mark.parametrize("family", ["vit", "fusion", "family", "ladder"])
+@pytest.mark.parametrize("family", ["vit", "fusion", "family", "ladder", "scenefusion"])
 def test_run_returns_one_prediction_per_item(servables: dict[str, ServableModel],
                                              family: str) -> None:
     model = servables[family]
@@ -231,3 +236,51 @@ def test_ladder_shape(servables: dict[str, ServableModel]) -> None:
 
     cheapest, dearest = model.variants()[0], model.variants()[-1]
     assert batch1_ms(dearest) >= 8 * batch1_ms(cheapest)
+
+
+def test_scene_fusion_variants_read_only_their_modalities(
+        servables: dict[str, ServableModel]) -> None:
+    model = servables["scenefusion"]
+    example = model.examples("val", "digits", limit=1)[0].inputs
+    item = model.decode(example, "digits")
+    other = dict(item, audio=torch.randn(512), text=torch.tensor([2, 3, 4]))
+    by_name = {v.name: v for v in model.variants()}
+    image_only = by_name["scenefusion/image"]
+    assert model.run(image_only, "digits", [item]) == model.run(image_only, "digits", [other])
+    everything = by_name["scenefusion/image+audio+text"]
+    assert model.run(everything, "digits", [item]) != model.run(everything, "digits", [other])
+
+
+def test_sonified_columns_play_in_their_own_samples() -> None:
+    from deployments.models.scene_fusion import COLUMN_SAMPLES, sonify
+
+    views = torch.zeros(1, 16, 16, dtype=torch.uint8)
+    views[0, 3, 5] = 255  # one inked pixel: row 3, column 5
+    wave = sonify(views, torch.Generator().manual_seed(0), noise=0.0)[0]
+    start = 5 * COLUMN_SAMPLES
+    assert wave[start:start + COLUMN_SAMPLES].abs().max() > 0.1
+    assert float(wave[:start].abs().max()) == 0.0 and float(wave[start + COLUMN_SAMPLES:].abs().max()) == 0.0
+
+
+def _per_item_ms(model: ServableModel, variant: Variant, items: list[dict[str, torch.Tensor]]
+                 ) -> float:
+    """The fastest of 7 timed calls after 2 warm-up calls, per item (the least disturbed by other
+    processes on a shared machine)."""
+    import time
+
+    times = []
+    for _ in range(9):
+        start = time.perf_counter()
+        model.run(variant, "digits", items)
+        times.append(time.perf_counter() - start)
+    return min(times[2:]) * 1e3 / len(items)
+
+
+def test_scene_fusion_shape(servables: dict[str, ServableModel]) -> None:
+    """The cost rule the scenes fusion was sized by (`python -m bench family-shapes --trained
+    scenefusion` records it): its dearest single modality >= 3x its cheapest at batch 1."""
+    fusion = servables["scenefusion"]
+    item = fusion.decode(fusion.examples("val", "digits", limit=1)[0].inputs, "digits")
+    singles = [v for v in fusion.variants() if len(v.modalities or ()) == 1]
+    costs = sorted(_per_item_ms(fusion, v, [item]) for v in singles)
+    assert costs[-1] >= 3 * costs[0]

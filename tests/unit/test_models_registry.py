@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from deployments.models import family, fusion, ladder, registry, vit_tokens
+from deployments.models import family, fusion, ladder, registry, scene_fusion, vit_tokens
 from deployments.models import train_families as train
 from deployments.models.data import DataConfig
 
@@ -34,8 +34,9 @@ def tiny_family() -> family.FamilyConfig:
 def test_unknown_name_lists_valid_names(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="fusion") as err:
         registry.load_model("resnet", cache_dir=tmp_path)
-    assert all(name in str(err.value) for name in ("vit", "family", "fusion", "ladder"))
-    assert registry.family_names() == ("vit", "fusion", "family", "ladder")
+    assert all(name in str(err.value)
+               for name in ("vit", "family", "fusion", "ladder", "scenefusion"))
+    assert registry.family_names() == ("vit", "fusion", "family", "ladder", "scenefusion")
 
 
 def test_train_caches_and_load_reuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,6 +117,21 @@ def test_ladder_training_is_deterministic() -> None:
     untrained = ladder.build(cfg)
     for key, net in a.nets.items():  # every net trained, not two equal initialisations
         assert train.weights_digest(net) != train.weights_digest(untrained.nets[key]), key
+
+
+def test_scene_fusion_training_is_deterministic() -> None:
+    scenes = dataclasses.replace(ladder.LadderConfig().scenes, split=TINY_DATA, test_scenes=40)
+    cfg = scene_fusion.SceneFusionConfig(scenes=scenes, image_arch="resnet10t", image_side=32,
+                                         train_scenes=24, epochs=1, batch_size=8)
+    a, acc_a = scene_fusion.train(cfg)
+    b, acc_b = scene_fusion.train(cfg)
+    assert train.weights_digest(a) == train.weights_digest(b)
+    assert acc_a == acc_b
+    assert set(acc_a["digits"]) == {scene_fusion.variant_name(s) for s in scene_fusion.SUBSETS}
+    untrained = scene_fusion.build(cfg)
+    for part in ("image", "audio", "words"):  # every encoder trained
+        assert train.weights_digest(getattr(a, part)) != train.weights_digest(
+            getattr(untrained, part)), part
 
 
 def test_training_leaves_global_state_alone() -> None:

@@ -20,7 +20,10 @@ from deployments.models.fusion import build as build_fusion
 from deployments.models.input_decoding import decode_image, encode_image
 from deployments.models.ladder import LadderConfig, LadderServable
 from deployments.models.ladder import build as build_ladder
-from deployments.models.vit_tokens import TokenViTServable, VitConfig
+from deployments.models.scene_fusion import SceneFusionConfig, SceneFusionServable
+from deployments.models.scene_fusion import build as build_scene_fusion
+from deployments.models.vit_servable import TokenViTServable
+from deployments.models.vit_tokens import VitConfig
 from deployments.models.vit_tokens import build as build_vit
 from tests.helpers.images import image_b64
 
@@ -38,6 +41,8 @@ def servables() -> dict[str, ServableModel]:
         "fusion": FusionServable(build_fusion(FusionConfig()), FusionConfig()),
         "family": FamilyServable(build_family(FamilyConfig()), FamilyConfig()),
         "ladder": LadderServable(build_ladder(LadderConfig()), LadderConfig()),
+        "scenefusion": SceneFusionServable(build_scene_fusion(SceneFusionConfig()),
+                                           SceneFusionConfig()),
     }
 
 
@@ -48,7 +53,7 @@ def test_image_round_trip_is_exact() -> None:
     assert torch.equal((decoded * 255).round().to(torch.uint8)[0], pixels)
 
 
-@pytest.mark.parametrize("family", ["vit", "fusion", "family"])
+@pytest.mark.parametrize("family", ["vit", "fusion", "family", "scenefusion"])
 def test_examples_decode(servables: dict[str, ServableModel], family: str) -> None:
     model = servables[family]
     for task in model.tasks():
@@ -67,8 +72,11 @@ def test_any_size_and_rgb_images_are_accepted(servables: dict[str, ServableModel
     assert abs(float(out["image"].mean()) - 0.0) > 0.1  # converted, not blank
 
 
-def _fusion_inputs(servables: dict[str, ServableModel]) -> dict[str, Any]:
-    return dict(servables["fusion"].examples("val", "digits", limit=1)[0].inputs)
+def _fusion_inputs(servables: dict[str, ServableModel], family: str = "fusion") -> dict[str, Any]:
+    return dict(servables[family].examples("val", "digits", limit=1)[0].inputs)
+
+
+FUSION_FAMILIES = pytest.mark.parametrize("family", ["fusion", "scenefusion"])
 
 
 @pytest.mark.parametrize("family", ["vit", "family", "ladder"])
@@ -90,7 +98,7 @@ def test_image_family_errors(servables: dict[str, ServableModel], family: str, i
     assert str(err.value).startswith(field)
 
 
-@pytest.mark.parametrize("family", ["vit", "fusion", "family", "ladder"])
+@pytest.mark.parametrize("family", ["vit", "fusion", "family", "ladder", "scenefusion"])
 def test_unknown_task(servables: dict[str, ServableModel], family: str) -> None:
     model = servables[family]
     inputs = model.examples("val", model.tasks()[0], limit=1)[0].inputs
@@ -112,29 +120,32 @@ def test_unknown_task(servables: dict[str, ServableModel], family: str) -> None:
     ("text", "word " * 17, "text: 17 words"),
     ("image", b"bytes", "image: expected a base64 string"),
 ])
+@FUSION_FAMILIES
 def test_fusion_field_errors(servables: dict[str, ServableModel], field: str, value: Any,
-                             message: str) -> None:
-    inputs = _fusion_inputs(servables)
+                             message: str, family: str) -> None:
+    inputs = _fusion_inputs(servables, family)
     inputs[field] = value
     with pytest.raises(InputError) as err:
-        servables["fusion"].decode(inputs, "digits")
+        servables[family].decode(inputs, "digits")
     assert str(err.value).startswith(message)
 
 
 @pytest.mark.parametrize("missing", ["image", "audio", "text"])
+@FUSION_FAMILIES
 def test_fusion_requires_every_modality(servables: dict[str, ServableModel],
-                                        missing: str) -> None:
-    inputs = _fusion_inputs(servables)
+                                        missing: str, family: str) -> None:
+    inputs = _fusion_inputs(servables, family)
     del inputs[missing]
     with pytest.raises(InputError, match=f"^{missing}: missing"):
-        servables["fusion"].decode(inputs, "digits")
+        servables[family].decode(inputs, "digits")
 
 
-def test_fusion_unknown_modality(servables: dict[str, ServableModel]) -> None:
-    inputs = _fusion_inputs(servables)
+@FUSION_FAMILIES
+def test_fusion_unknown_modality(servables: dict[str, ServableModel], family: str) -> None:
+    inputs = _fusion_inputs(servables, family)
     inputs["video"] = "x"
     with pytest.raises(InputError, match="^video: unknown modality"):
-        servables["fusion"].decode(inputs, "digits")
+        servables[family].decode(inputs, "digits")
 
 
 def test_fusion_decode_round_trip(servables: dict[str, ServableModel]) -> None:
@@ -154,3 +165,14 @@ def test_examples_rejects_train_split(servables: dict[str, ServableModel]) -> No
     for model in servables.values():
         with pytest.raises(ValueError):
             model.examples("train", model.tasks()[0], limit=1)
+
+
+def test_scene_fusion_reads_the_scene_at_its_side(servables: dict[str, ServableModel]) -> None:
+    """A 96x96 scene (or any size) is resized to what the family was trained on."""
+    for family, side in (("scenefusion", 64),):
+        model = servables[family]
+        inputs = dict(model.examples("val", "digits", limit=1)[0].inputs)
+        assert decode_image(inputs["image"], "image", 96, 96).shape == (1, 96, 96)
+        assert model.decode(inputs, "digits")["image"].shape == (1, side, side)
+        inputs["image"] = image_b64(size=(40, 23), color=(10, 200, 30))
+        assert model.decode(inputs, "digits")["image"].shape == (1, side, side)

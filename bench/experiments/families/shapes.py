@@ -13,8 +13,10 @@ ladders of them meet the shape rules a family must have before its figures are r
 Random-init timm models on grey (1-channel) inputs, 10 classes; no data, no accuracy (that is the
 family's training's to measure on held-out data). Prints a table and writes a Result.
 
-`--ladder`: the trained built-in ladder (`deployments/models/ladder.py`) measured the same way,
-each rung through the served code, beside its held-out accuracy, judged by the rules."""
+`--trained NAME`: a trained built-in family measured the same way, each variant through the served
+code, beside its held-out accuracy, judged by its kind's rules: the ladder's (above, and accuracy
+rising with cost, >= 10 points between the ends); the scenes fusion's (the dearest single modality
+>= 3x the cheapest)."""
 
 from __future__ import annotations
 
@@ -92,29 +94,40 @@ def ladders(rows: list[dict[str, Any]], path_ms: float) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: (r["dearest_train_ms_per_image"], -r["spread"]))
 
 
-def rung_rows(models_dir: Path, repeats: int) -> list[dict[str, Any]]:
-    """The trained ladder's rungs as a replica runs them (`run`, one thread, batch 1, a decoded
-    held-out scene) with their held-out accuracy from the training's metadata."""
+def variant_rows(name: str, models_dir: Path, repeats: int, batch: int = 1
+                 ) -> list[dict[str, Any]]:
+    """A trained built-in family's variants as a replica runs them (`run`, one thread, decoded
+    held-out items, per item at `batch`; variants interleaved so drift hits all alike), with
+    their held-out accuracy on "digits" from the training's metadata."""
     import torch
 
     from deployments.models.registry import load_model, read_metadata
 
     torch.set_num_threads(1)
-    model = load_model("ladder", cache_dir=models_dir)
-    meta = read_metadata("ladder", models_dir) or {}
+    model = load_model(name, cache_dir=models_dir)
+    meta = read_metadata(name, models_dir) or {}
     accuracy = meta.get("test_accuracy", {}).get("digits", {})
-    item = model.decode(model.examples("val", "digits", limit=1)[0].inputs, "digits")
-    rows = []
-    for variant in model.variants():
-        times = []
+    items = [model.decode(e.inputs, "digits") for e in model.examples("val", "digits",
+                                                                      limit=batch)]
+    times: dict[str, list[float]] = {v.name: [] for v in model.variants()}
+    with torch.inference_mode():
         for k in range(repeats + 3):
-            t = time.perf_counter()
-            model.run(variant, "digits", [item])
-            if k >= 3:
-                times.append((time.perf_counter() - t) * 1000.0)
-        rows.append({"name": variant.name, "forward_ms": round(statistics.median(times), 2),
-                     "accuracy": accuracy.get(variant.name)})
-    return rows
+            for variant in model.variants():
+                t = time.perf_counter()
+                model.run(variant, "digits", items)
+                if k >= 3:
+                    times[variant.name].append((time.perf_counter() - t) * 1000.0 / batch)
+    return [{"name": v.name, "forward_ms": round(statistics.median(times[v.name]), 2),
+             "batch": batch, "gamma": v.gamma, "modalities": sorted(v.modalities or ()),
+             "accuracy": accuracy.get(v.name)} for v in model.variants()]
+
+
+def modality_checks(rows: list[dict[str, Any]]) -> list[Check]:
+    """Modalities cost differently: the dearest single-modality variant >= 3x the cheapest."""
+    singles = [r["forward_ms"] for r in rows if len(r["modalities"]) == 1]
+    ratio = round(max(singles) / min(singles), 1)
+    return [Check("dearest single-modality variant / cheapest, batch 1", ratio, ">= 3",
+                  ratio >= 3)]
 
 
 def rung_checks(rows: list[dict[str, Any]], path_ms: float) -> list[Check]:
@@ -140,22 +153,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--train-threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("results/family_shapes.json"))
-    parser.add_argument("--ladder", action="store_true",
-                        help="measure the trained built-in ladder's rungs instead of candidates")
+    parser.add_argument("--trained", choices=("ladder", "scenefusion"),
+                        help="measure a trained built-in family's variants instead of candidates")
+    parser.add_argument("--ladder", action="store_true", help="the same as --trained ladder")
     parser.add_argument("--models-dir", type=Path, default=Path(".cache/models"))
     args = parser.parse_args(argv)
     run = Run()
-    if args.ladder:
-        rows = rung_rows(args.models_dir, args.repeats)
-        print(f"{'rung':<24} {'fwd ms (b=1, 1 thr)':>20} {'held-out accuracy':>18}")
-        for r in rows:
-            print(f"{r['name']:<24} {r['forward_ms']:>20} {r['accuracy']:>18}")
-        checks = rung_checks(rows, args.path_ms)
+    trained = "ladder" if args.ladder else args.trained
+    if trained is not None:
+        by_batch = {1: variant_rows(trained, args.models_dir, args.repeats)}
+        print(f"{'variant':<30} {'batch':>5} {'fwd ms/item (1 thr)':>20} {'held-out accuracy':>18}")
+        for rows in by_batch.values():
+            for r in rows:
+                print(f"{r['name']:<30} {r['batch']:>5} {r['forward_ms']:>20} {r['accuracy']!s:>18}")
+        checks = (rung_checks(by_batch[1], args.path_ms) if trained == "ladder" else
+                  modality_checks(by_batch[1]))
         for c in checks:
             print(f"  {c.name}: {c.value} ({c.target}) {'ok' if c.ok else 'MISSED'}")
-        return run.finish(args.out, {"rungs": rows}, checks=checks,
-                          settings=vars(args) | {"out": str(args.out),
-                                                 "models_dir": str(args.models_dir)})
+        return run.finish(args.out, {"variants": [r for rows in by_batch.values() for r in rows]},
+                          checks=checks, settings=vars(args) | {
+                              "out": str(args.out), "models_dir": str(args.models_dir)})
     rows = []
     print(f"{'candidate':<28} {'params M':>8} {'fwd ms (b=1, 1 thr)':>20} {'train ms/img':>13}")
     for arch, px in CANDIDATES:

@@ -94,13 +94,21 @@ def test_the_best_static_has_the_highest_live_capacity() -> None:
     assert StaticConfig.from_dict(json.loads(json.dumps(g0.to_dict()))) == g0
 
 
+def _scenefusion() -> Profile:
+    """The default app's modality-selection family: `_fusion`'s profile under its names."""
+    return Profile("scenefusion", "cpu", tuple(
+        _vp("scene" + v.variant.name, v.accuracy, modalities=tuple(sorted(v.variant.modalities)))
+        for v in _fusion().variants))
+
+
 def test_every_static_configuration_is_a_valid_app_config() -> None:
     from app.builder import load_config
     from bench.core import serve as lb
     from bench.experiments.adaptive_vs_static.settings import LiveBenchSettings, static_args
 
     args = lb.serve_args(REPO / "serve_config.yaml")
-    for family, policy, profile in (("vit", "otas", _vit()), ("fusion", "mosel", _fusion())):
+    for family, policy, profile in (("vit", "otas", _vit()),
+                                    ("scenefusion", "mosel", _scenefusion())):
         settings = LiveBenchSettings(family=family, policy=policy)
         for st in static_candidates(profile, policy):
             c = load_config(static_args(settings, args, 2, 300.0, st)).classifier(family)

@@ -178,13 +178,21 @@ def build_frontier(model: LatencyModel, max_job_size: int) -> StrategyFrontier:
 
 
 def accuracy_grid(model: LatencyModel, num_levels: int) -> tuple[float, ...]:
-    """`num_levels` accuracy SLOs evenly spaced from the lowest to the highest combination."""
+    """`num_levels` accuracy SLOs evenly spaced from the lowest to the highest combination, and
+    every combination's own accuracy: a job's floor is rounded up to the next level, so without
+    them a floor a cheap combination just meets (0.60 against audio's 0.606) would round past it
+    (to 0.615) and leave only the dear ones."""
     if num_levels < 1:
         raise ValueError(f"num_levels must be >= 1, got {num_levels}")
     lo, hi = min(model.accuracy), max(model.accuracy)
     if num_levels == 1:
         return (hi,)
-    return tuple(lo + (hi - lo) * i / (num_levels - 1) for i in range(num_levels))
+    even = [lo + (hi - lo) * i / (num_levels - 1) for i in range(num_levels)]
+    levels: list[float] = []
+    for level in sorted([*even, *model.accuracy]):
+        if not levels or level - levels[-1] > ACCURACY_EPS:
+            levels.append(level)
+    return tuple(levels)
 
 
 def level_index(levels: tuple[float, ...], accuracy_slo: float) -> int | None:

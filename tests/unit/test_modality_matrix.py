@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 
 from policies.modality.api import (
     ACCURACY_EPS,
+    accuracy_grid,
     build_frontier,
     build_matrix,
     get_solver,
+    level_index,
     meets_accuracy,
     solve_cell_exact,
 )
@@ -104,12 +106,25 @@ def test_paper_sized_matrix_is_exact_and_complete() -> None:
 
     model = LatencyModel.from_profile(three_modality_profile(), "mean", 64)
     matrix = build_matrix(model, 64, 20)
-    assert len(matrix.cells) == 64 and all(len(r) == 20 for r in matrix.cells)
-    assert matrix.feasible_count() == 64 * 20  # the grid tops out at the best combination
+    levels = accuracy_grid(model, 20)  # 20 even levels and each combination's own accuracy
+    assert 20 < len(levels) <= 20 + len(model.accuracy)
+    assert len(matrix.cells) == 64 and all(len(r) == len(levels) for r in matrix.cells)
+    assert matrix.feasible_count() == 64 * len(levels)  # the grid tops out at the best one
     frontier = build_frontier(model, 64)
     for n in (1, 17, 64):
         top = frontier.fastest_meeting(n, max(model.accuracy))
         assert top is not None and top.accuracy == pytest.approx(max(model.accuracy))
+
+
+def test_a_floor_a_combination_just_meets_keeps_it() -> None:
+    """A job whose accuracy floor a cheap combination meets by a hair is planned on it: the
+    grid holds every combination's own accuracy, so the floor is not rounded up past it."""
+    model = _model([0.189, 0.606, 0.811], [[0.3, 0.5, 0.7, 0.9], [0.6, 1.0, 1.4, 1.8],
+                                           [17.0, 30.0, 45.0, 60.0]])
+    levels = accuracy_grid(model, 20)
+    assert 0.606 in levels and list(levels) == sorted(levels)
+    cell = build_matrix(model, 4, 20).cells[0][level_index(levels, 0.6)]
+    assert cell is not None and {b.variant_index for b in cell.batches} == {1}
 
 
 def test_unknown_solver_lists_valid_names() -> None:

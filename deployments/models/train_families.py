@@ -30,7 +30,6 @@ from torch import nn
 from deployments.models import family, fusion, ladder, scene_fusion, vit_tokens
 from deployments.models.base import ServableModel
 from deployments.models.cache import DEFAULT_MODELS_DIR
-from deployments.models.vit_servable import TokenViTServable
 
 log = logging.getLogger(__name__)
 DEFAULT_CACHE = DEFAULT_MODELS_DIR
@@ -49,7 +48,7 @@ class FamilySpec:
 
 SPECS: dict[str, FamilySpec] = {
     "vit": FamilySpec("vit", vit_tokens.VitConfig, vit_tokens.build, vit_tokens.train,
-                      lambda model, cfg: TokenViTServable(model)),
+                      lambda model, cfg: vit_tokens.TokenViTServable(model)),
     "fusion": FamilySpec("fusion", fusion.FusionConfig, fusion.build, fusion.train,
                          fusion.FusionServable),
     "family": FamilySpec("family", family.FamilyConfig, family.build, family.train,

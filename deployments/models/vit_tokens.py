@@ -20,7 +20,6 @@ Wire format (`decode`): {"image": base64 PNG/any PIL-readable image, grayscale o
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -31,15 +30,19 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
 from deployments.models import training as T
+from deployments.models.base import Example, Prediction, ServableModel
 from deployments.models.data import (
     IMAGE_SIZE,
     TASK_CLASSES,
     DataConfig,
+    DigitLabelNames,
     image_split,
     task_labels,
     to_float,
 )
+from deployments.models.input_decoding import check_fields, check_task, decode_image, encode_image
 from deployments.models.tome import block_forward
+from policies.types import Variant
 
 log = logging.getLogger(__name__)
 CODE_VERSION = 1
@@ -87,7 +90,7 @@ class ConvStemEmbed(PatchEmbed):
 class TokenViT(nn.Module):
     """The backbone, per-task prompts and per-(task, gamma) heads."""
 
-    def __init__(self, cfg: Any, img_size: int = IMAGE_SIZE) -> None:
+    def __init__(self, cfg: VitConfig) -> None:
         super().__init__()
         self.cfg = cfg
 
@@ -96,7 +99,7 @@ class TokenViT(nn.Module):
                                  **kwargs)
 
         self.backbone = VisionTransformer(
-            img_size=img_size, patch_size=cfg.patch, in_chans=1, num_classes=0,
+            img_size=IMAGE_SIZE, patch_size=cfg.patch, in_chans=1, num_classes=0,
             embed_dim=cfg.embed_dim, depth=cfg.depth, num_heads=cfg.heads,
             mlp_ratio=cfg.mlp_ratio, embed_layer=stem, global_pool="token")
         T.reset_linear_init(self.backbone)
@@ -143,48 +146,31 @@ def build(cfg: VitConfig) -> TokenViT:
         return TokenViT(cfg)
 
 
-TrainData = Callable[[int], tuple[torch.Tensor, torch.Tensor]]  # epoch -> (float images, digits)
-
-
-def digit_data(cfg: VitConfig) -> TrainData:
-    """Fresh training views of the digits per epoch, as float images and digit labels."""
-    def data(epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
-        images, digits = image_split("train", cfg.data, epoch)
-        return to_float(images), digits
-    return data
-
-
-def pretrain(model: TokenViT, cfg: Any, gen: torch.Generator, data: TrainData,
-             merge_gammas: tuple[int, ...] = (0,)) -> None:
-    """Backbone and digits head, label smoothing; with several `merge_gammas` each batch runs at
-    one drawn at random (ToMe while training: cheaper steps, and a backbone used to merging)."""
+def _pretrain(model: TokenViT, cfg: VitConfig, gen: torch.Generator) -> None:
     head = model.heads[model.head_key("digits", 0)]
     params = [*model.backbone.parameters(), *head.parameters()]
-    steps = cfg.pretrain_epochs * -(-len(data(0)[1]) // cfg.batch_size)
+    steps = cfg.pretrain_epochs * -(-len(image_split("train", cfg.data, 0)[1]) // cfg.batch_size)
     opt, sched = T.optimizer(params, cfg.lr, steps)
     model.train()
     for epoch in range(cfg.pretrain_epochs):
-        x, labels = data(epoch)
+        images, labels = image_split("train", cfg.data, epoch)
+        x = to_float(images)
         for idx in T.batches(len(labels), cfg.batch_size, gen):
-            gamma = merge_gammas[0] if len(merge_gammas) == 1 else merge_gammas[
-                int(torch.randint(0, len(merge_gammas), (1,), generator=gen))]
-            loss = F.cross_entropy(model(x[idx], "digits", gamma), labels[idx],
-                                   label_smoothing=0.1)
+            loss = F.cross_entropy(model(x[idx], "digits", 0), labels[idx], label_smoothing=0.1)
             T.step(loss, opt, sched)
         log.info("vit pretrain epoch %d/%d loss %.3f", epoch + 1, cfg.pretrain_epochs,
                  float(loss.detach()))
     model.eval()
 
 
-def probe(model: TokenViT, cfg: Any, tasks: tuple[str, ...], gen: torch.Generator,
-          data: TrainData) -> None:
+def _probe(model: TokenViT, cfg: VitConfig, tasks: tuple[str, ...],
+           gen: torch.Generator) -> None:
     """Linear-probe heads (task, gamma 0) on frozen class-token features (task-independent)."""
     with torch.no_grad():
         feats, digits = [], []
         for epoch in range(cfg.probe_epochs):
-            x, labels = data(100 + epoch)
-            feats.append(torch.cat([model.features(x[i:i + 256], tasks[0], 0)[0]
-                                    for i in range(0, len(x), 256)]))
+            images, labels = image_split("train", cfg.data, 100 + epoch)
+            feats.append(model.features(to_float(images), tasks[0], 0)[0])
             digits.append(labels)
     x, d = torch.cat(feats), torch.cat(digits)
     for task in tasks:
@@ -196,8 +182,7 @@ def probe(model: TokenViT, cfg: Any, tasks: tuple[str, ...], gen: torch.Generato
             T.step(F.cross_entropy(head(x[idx]), y[idx]), opt, sched)
 
 
-def prompt_tune(model: TokenViT, cfg: Any, task: str, gen: torch.Generator,
-                data: TrainData) -> None:
+def _prompt_tune(model: TokenViT, cfg: VitConfig, task: str, gen: torch.Generator) -> None:
     """Train the task's nested prompts and its gamma > 0 heads (random gamma per batch)."""
     gammas = [g for g in cfg.gammas if g > 0]
     if not gammas or cfg.prompt_epochs <= 0:
@@ -207,12 +192,12 @@ def prompt_tune(model: TokenViT, cfg: Any, task: str, gen: torch.Generator,
     for head in heads:
         head.load_state_dict(base.state_dict())
     params = [model.prompts[task], *(p for h in heads for p in h.parameters())]
-    n = len(data(200)[1])
+    n = len(image_split("train", cfg.data, 0)[1])
     opt, sched = T.optimizer(params, cfg.prompt_lr, cfg.prompt_epochs * -(-n // cfg.batch_size),
                              weight_decay=0.0)
     for epoch in range(cfg.prompt_epochs):
-        x, digits = data(200 + epoch)
-        y = task_labels(task, digits)
+        images, digits = image_split("train", cfg.data, 200 + epoch)
+        x, y = to_float(images), task_labels(task, digits)
         for idx in T.batches(n, cfg.batch_size, gen):
             gamma = gammas[int(torch.randint(0, len(gammas), (1,), generator=gen))]
             T.step(F.cross_entropy(model(x[idx], task, gamma), y[idx]), opt, sched)
@@ -226,30 +211,25 @@ def train(cfg: VitConfig) -> tuple[TokenViT, dict[str, dict[str, float]]]:
     clock = T.Stopwatch("vit")
     with T.deterministic(cfg.seed):
         gen = torch.Generator().manual_seed(cfg.seed)
-        data = digit_data(cfg)
-        pretrain(model, cfg, gen, data)
+        _pretrain(model, cfg, gen)
         clock.lap("pretraining")
         model.backbone.requires_grad_(False)
-        probe(model, cfg, TASKS[1:], gen, data)
+        _probe(model, cfg, TASKS[1:], gen)
         clock.lap("linear probes")
         for task in TASKS:
-            prompt_tune(model, cfg, task, gen, data)
+            _prompt_tune(model, cfg, task, gen)
         clock.lap("prompt tuning")
     model.eval()
     return model, evaluate(model, cfg, "test")
 
 
-def evaluate(model: TokenViT, cfg: VitConfig, split: str) -> dict[str, dict[str, float]]:
-    images, digits = image_split(split, cfg.data)
-    return accuracy(model, cfg.gammas, to_float(images), digits, "vit")
-
-
 @torch.no_grad()
-def accuracy(model: TokenViT, gammas: tuple[int, ...], x: torch.Tensor, digits: torch.Tensor,
-             family: str) -> dict[str, dict[str, float]]:
+def evaluate(model: TokenViT, cfg: VitConfig, split: str) -> dict[str, dict[str, float]]:
     """Accuracy per task and variant (features at gamma <= 0 do not depend on the task)."""
+    images, digits = image_split(split, cfg.data)
+    x = to_float(images)
     out: dict[str, dict[str, float]] = {task: {} for task in TASKS}
-    for gamma in gammas:
+    for gamma in cfg.gammas:
         shared = None if gamma > 0 else torch.cat(
             [model.features(x[i:i + 256], TASKS[0], gamma)[0] for i in range(0, len(x), 256)])
         for task in TASKS:
@@ -257,9 +237,64 @@ def accuracy(model: TokenViT, gammas: tuple[int, ...], x: torch.Tensor, digits: 
             feats = shared if shared is not None else torch.cat(
                 [model.features(x[i:i + 256], task, gamma)[0] for i in range(0, len(x), 256)])
             correct = (head(feats).argmax(-1) == task_labels(task, digits)).float().mean()
-            out[task][variant_name(gamma, family)] = float(correct)
+            out[task][variant_name(gamma)] = float(correct)
     return out
 
 
-def variant_name(gamma: int, family: str = "vit") -> str:
-    return f"{family}/g{gamma}"
+def variant_name(gamma: int) -> str:
+    return f"vit/g{gamma}"
+
+
+class TokenViTServable(DigitLabelNames, ServableModel):
+    """`ServableModel` over a trained `TokenViT`; variants "vit/g<gamma>"."""
+
+    name = "vit"
+
+    def __init__(self, model: TokenViT) -> None:
+        self.model = model.eval()
+        self.cfg = model.cfg
+        self._variants = tuple(Variant(name=variant_name(g), model="vit",
+                                       modalities=frozenset({"image"}), gamma=g)
+                               for g in self.cfg.gammas)
+
+    def variants(self) -> tuple[Variant, ...]:
+        return self._variants
+
+    def tasks(self) -> tuple[str, ...]:
+        return TASKS
+
+    def modalities(self) -> tuple[str, ...]:
+        return ("image",)
+
+    def decode(self, inputs: dict[str, Any], task: str) -> dict[str, torch.Tensor]:
+        check_task(task, TASKS)
+        fields = check_fields(inputs, required=("image",), allowed=("image",))
+        return {"image": decode_image(fields["image"], "image", IMAGE_SIZE, IMAGE_SIZE)}
+
+    def run(self, variant: Variant, task: str,
+            items: list[dict[str, torch.Tensor]]) -> list[Prediction]:
+        if variant not in self._variants:
+            raise ValueError(f"unknown variant {variant.name!r} for family vit")
+        check_task(task, TASKS)
+        if not items:
+            return []
+        x = torch.stack([item["image"] for item in items]).to(next(self.model.parameters()).device)
+        with torch.inference_mode():
+            probs = self.model(x, task, variant.gamma).softmax(-1)
+        conf, label = probs.max(-1)
+        return [Prediction(label=int(lbl), confidence=float(c))
+                for lbl, c in zip(label.tolist(), conf.tolist(), strict=True)]
+
+    def examples(self, split: str, task: str, limit: int | None = None) -> list[Example]:
+        if split not in ("val", "test"):
+            raise ValueError(f"split must be 'val' or 'test', got {split!r}")
+        check_task(task, TASKS)
+        images, digits = image_split(split, self.cfg.data)
+        labels = task_labels(task, digits)
+        n = len(labels) if limit is None else min(limit, len(labels))
+        return [Example(inputs={"image": encode_image(images[i])}, label=int(labels[i]),
+                        task=task) for i in range(n)]
+
+    def to(self, device: torch.device) -> TokenViTServable:
+        self.model.to(device)
+        return self

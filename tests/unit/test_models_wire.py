@@ -22,8 +22,7 @@ from deployments.models.ladder import LadderConfig, LadderServable
 from deployments.models.ladder import build as build_ladder
 from deployments.models.scene_fusion import SceneFusionConfig, SceneFusionServable
 from deployments.models.scene_fusion import build as build_scene_fusion
-from deployments.models.vit_servable import TokenViTServable
-from deployments.models.vit_tokens import VitConfig
+from deployments.models.vit_tokens import TokenViTServable, VitConfig
 from deployments.models.vit_tokens import build as build_vit
 from tests.helpers.images import image_b64
 

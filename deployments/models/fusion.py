@@ -194,15 +194,21 @@ def evaluate(model: FusionNet, cfg: FusionConfig, split: str) -> dict[str, dict[
 
 
 class FusionServable(DigitLabelNames, ServableModel):
-    """`ServableModel` over a trained `FusionNet`; one variant per non-empty modality subset."""
+    """`ServableModel` over a trained `FusionNet`; one variant per non-empty modality subset,
+    "<name>/<m1>+<m2>...". A subclass serves another net with the same `forward(batch, subset)`
+    and wire fields (`scene_fusion.py`): its name, image size and held-out items."""
 
     name = "fusion"
 
-    def __init__(self, model: FusionNet, cfg: FusionConfig) -> None:
+    def __init__(self, model: nn.Module, cfg: Any) -> None:
         self.model = model.eval()
         self.cfg = cfg
-        self._variants = tuple(Variant(name=variant_name(s), model="fusion",
+        self._variants = tuple(Variant(name=f"{self.name}/" + "+".join(s), model=self.name,
                                        modalities=frozenset(s)) for s in SUBSETS)
+
+    def image_size(self) -> tuple[int, int]:
+        """(height, width) a request's image is resized to."""
+        return HALF, IMAGE_SIZE
 
     def variants(self) -> tuple[Variant, ...]:
         return self._variants
@@ -217,14 +223,14 @@ class FusionServable(DigitLabelNames, ServableModel):
         check_task(task, TASKS)
         fields = check_fields(inputs, required=MODALITIES, allowed=MODALITIES)
         ids = tokenize(decode_text(fields["text"], "text", TEXT_MAX_WORDS))
-        return {"image": decode_image(fields["image"], "image", HALF, IMAGE_SIZE),
+        return {"image": decode_image(fields["image"], "image", *self.image_size()),
                 "audio": decode_floats(fields["audio"], "audio", AUDIO_LEN),
                 "text": torch.tensor(ids, dtype=torch.long)}
 
     def run(self, variant: Variant, task: str,
             items: list[dict[str, torch.Tensor]]) -> list[Prediction]:
         if variant not in self._variants:
-            raise ValueError(f"unknown variant {variant.name!r} for family fusion")
+            raise ValueError(f"unknown variant {variant.name!r} for family {self.name}")
         check_task(task, TASKS)
         if not items:
             return []

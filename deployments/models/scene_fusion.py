@@ -27,11 +27,9 @@ Wire format (`decode`): every request carries all three modalities (variants cho
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from typing import Any
 
 import timm
 import torch
@@ -39,34 +37,24 @@ import torch.nn.functional as F
 from torch import nn
 
 from deployments.models import training as T
-from deployments.models.base import Example, Prediction, ServableModel
-from deployments.models.data import IMAGE_SIZE, DigitLabelNames, harden, source_split
-from deployments.models.input_decoding import (
-    check_fields,
-    check_task,
-    decode_floats,
-    decode_image,
-    decode_text,
-    encode_image,
-)
+from deployments.models.base import Example
+from deployments.models.data import IMAGE_SIZE, harden, source_split
+from deployments.models.fusion import SUBSETS, FusionServable
+from deployments.models.input_decoding import check_task, encode_image
 from deployments.models.multimodal import (
     AUDIO_LEN,
     MODALITIES,
     PAD,
-    TEXT_MAX_WORDS,
     VOCAB,
     MultimodalConfig,
     describe,
     tokenize,
 )
 from deployments.models.scenes import SceneConfig, at_size, render_with_targets
-from policies.types import Variant
 
 CODE_VERSION = 1
 FAMILY = "scenefusion"
 TASKS = ("digits",)
-SUBSETS: tuple[tuple[str, ...], ...] = tuple(
-    s for k in range(1, len(MODALITIES) + 1) for s in itertools.combinations(MODALITIES, k))
 COLUMN_SAMPLES = AUDIO_LEN // IMAGE_SIZE  # 32 samples per column of the 16x16 view
 
 
@@ -215,57 +203,14 @@ def variant_name(subset: tuple[str, ...]) -> str:
     return f"{FAMILY}/" + "+".join(subset)
 
 
-class SceneFusionServable(DigitLabelNames, ServableModel):
-    """`ServableModel` over a trained `SceneFusionNet`; one variant per modality subset."""
+class SceneFusionServable(FusionServable):
+    """`FusionServable` over a trained `SceneFusionNet`: the scene read at `image_side`, held-out
+    scene items as examples."""
 
     name = FAMILY
 
-    def __init__(self, model: SceneFusionNet, cfg: SceneFusionConfig) -> None:
-        self.model = model.eval()
-        self.cfg = cfg
-        self._variants = tuple(Variant(name=variant_name(s), model=FAMILY,
-                                       modalities=frozenset(s)) for s in SUBSETS)
-
-    def variants(self) -> tuple[Variant, ...]:
-        return self._variants
-
-    def tasks(self) -> tuple[str, ...]:
-        return TASKS
-
-    def modalities(self) -> tuple[str, ...]:
-        return MODALITIES
-
-    def decode(self, inputs: dict[str, Any], task: str) -> dict[str, torch.Tensor]:
-        check_task(task, TASKS)
-        fields = check_fields(inputs, required=MODALITIES, allowed=MODALITIES)
-        side = self.cfg.image_side
-        return {"image": decode_image(fields["image"], "image", side, side),
-                "audio": decode_floats(fields["audio"], "audio", AUDIO_LEN),
-                "text": torch.tensor(tokenize(decode_text(fields["text"], "text",
-                                                          TEXT_MAX_WORDS)), dtype=torch.long)}
-
-    def run(self, variant: Variant, task: str,
-            items: list[dict[str, torch.Tensor]]) -> list[Prediction]:
-        if variant not in self._variants:
-            raise ValueError(f"unknown variant {variant.name!r} for family {FAMILY}")
-        check_task(task, TASKS)
-        if not items:
-            return []
-        subset = tuple(m for m in MODALITIES if m in (variant.modalities or set(MODALITIES)))
-        device = next(self.model.parameters()).device
-        batch: dict[str, torch.Tensor] = {}
-        for m in ("image", "audio"):
-            if m in subset:
-                batch[m] = torch.stack([it[m] for it in items]).to(device)
-        if "text" in subset:
-            width = max(len(it["text"]) for it in items)
-            batch["text"] = torch.stack([F.pad(it["text"], (0, width - len(it["text"])),
-                                               value=PAD) for it in items]).to(device)
-        with torch.inference_mode():
-            probs = self.model(batch, subset).softmax(-1)
-        conf, label = probs.max(-1)
-        return [Prediction(label=int(lbl), confidence=float(c))
-                for lbl, c in zip(label.tolist(), conf.tolist(), strict=True)]
+    def image_size(self) -> tuple[int, int]:
+        return self.cfg.image_side, self.cfg.image_side
 
     def examples(self, split: str, task: str, limit: int | None = None) -> list[Example]:
         check_task(task, TASKS)
@@ -275,7 +220,3 @@ class SceneFusionServable(DigitLabelNames, ServableModel):
                                 "audio": [float(v) for v in data.audio[i].tolist()],
                                 "text": data.text[i]},
                         label=int(data.labels[i]), task=task) for i in range(n)]
-
-    def to(self, device: torch.device) -> SceneFusionServable:
-        self.model.to(device)
-        return self

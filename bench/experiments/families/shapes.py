@@ -94,11 +94,10 @@ def ladders(rows: list[dict[str, Any]], path_ms: float) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: (r["dearest_train_ms_per_image"], -r["spread"]))
 
 
-def variant_rows(name: str, models_dir: Path, repeats: int, batch: int = 1
-                 ) -> list[dict[str, Any]]:
-    """A trained built-in family's variants as a replica runs them (`run`, one thread, decoded
-    held-out items, per item at `batch`; variants interleaved so drift hits all alike), with
-    their held-out accuracy on "digits" from the training's metadata."""
+def variant_rows(name: str, models_dir: Path, repeats: int) -> list[dict[str, Any]]:
+    """A trained built-in family's variants as a replica runs them (`run`, one thread, batch 1, a
+    decoded held-out item; variants interleaved so drift hits all alike), with their held-out
+    accuracy on "digits" from the training's metadata."""
     import torch
 
     from deployments.models.registry import load_model, read_metadata
@@ -107,8 +106,7 @@ def variant_rows(name: str, models_dir: Path, repeats: int, batch: int = 1
     model = load_model(name, cache_dir=models_dir)
     meta = read_metadata(name, models_dir) or {}
     accuracy = meta.get("test_accuracy", {}).get("digits", {})
-    items = [model.decode(e.inputs, "digits") for e in model.examples("val", "digits",
-                                                                      limit=batch)]
+    items = [model.decode(model.examples("val", "digits", limit=1)[0].inputs, "digits")]
     times: dict[str, list[float]] = {v.name: [] for v in model.variants()}
     with torch.inference_mode():
         for k in range(repeats + 3):
@@ -116,9 +114,9 @@ def variant_rows(name: str, models_dir: Path, repeats: int, batch: int = 1
                 t = time.perf_counter()
                 model.run(variant, "digits", items)
                 if k >= 3:
-                    times[variant.name].append((time.perf_counter() - t) * 1000.0 / batch)
+                    times[variant.name].append((time.perf_counter() - t) * 1000.0)
     return [{"name": v.name, "forward_ms": round(statistics.median(times[v.name]), 2),
-             "batch": batch, "gamma": v.gamma, "modalities": sorted(v.modalities or ()),
+             "modalities": sorted(v.modalities or ()),
              "accuracy": accuracy.get(v.name)} for v in model.variants()]
 
 
@@ -161,18 +159,17 @@ def main(argv: list[str] | None = None) -> int:
     run = Run()
     trained = "ladder" if args.ladder else args.trained
     if trained is not None:
-        by_batch = {1: variant_rows(trained, args.models_dir, args.repeats)}
-        print(f"{'variant':<30} {'batch':>5} {'fwd ms/item (1 thr)':>20} {'held-out accuracy':>18}")
-        for rows in by_batch.values():
-            for r in rows:
-                print(f"{r['name']:<30} {r['batch']:>5} {r['forward_ms']:>20} {r['accuracy']!s:>18}")
-        checks = (rung_checks(by_batch[1], args.path_ms) if trained == "ladder" else
-                  modality_checks(by_batch[1]))
+        rows = variant_rows(trained, args.models_dir, args.repeats)
+        print(f"{'variant':<30} {'fwd ms (b=1, 1 thr)':>20} {'held-out accuracy':>18}")
+        for r in rows:
+            print(f"{r['name']:<30} {r['forward_ms']:>20} {r['accuracy']!s:>18}")
+        checks = (rung_checks(rows, args.path_ms) if trained == "ladder" else
+                  modality_checks(rows))
         for c in checks:
             print(f"  {c.name}: {c.value} ({c.target}) {'ok' if c.ok else 'MISSED'}")
-        return run.finish(args.out, {"variants": [r for rows in by_batch.values() for r in rows]},
-                          checks=checks, settings=vars(args) | {
-                              "out": str(args.out), "models_dir": str(args.models_dir)})
+        return run.finish(args.out, {"variants": rows}, checks=checks,
+                          settings=vars(args) | {"out": str(args.out),
+                                                 "models_dir": str(args.models_dir)})
     rows = []
     print(f"{'candidate':<28} {'params M':>8} {'fwd ms (b=1, 1 thr)':>20} {'train ms/img':>13}")
     for arch, px in CANDIDATES:

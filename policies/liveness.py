@@ -5,7 +5,7 @@ probes, reads the clock and refuses the requests.
 
 | state    | entered when | requests |
 |----------|--------------|----------|
-| starting | the ingress started; no probe has been conclusive yet | pass (wait for a replica) |
+| starting | the ingress started; no probe has been conclusive yet (no running replica is not conclusive for `start_grace_s`: Serve is building them) | pass (wait for a replica) |
 | up       | a probe reached >= 1 replica, or a replica answered a request | pass |
 | suspect  | a request call to the family failed (a replica may have died): probe at once | pass |
 | down     | a probe found no running replica, or every replica it called failed (dead); or suspect lasted `suspect_max_s` with no answer | refused at once: 503 `unavailable` + Retry-After |
@@ -41,10 +41,12 @@ class LivenessSettings:
     suspect_max_s: float = 3.0  # suspect this long without any answer: down
     slow_call_s: float = 0.25  # a request call unanswered this long asks for a probe
     retry_after_s: int = 1  # the refusals' Retry-After (whole seconds)
+    start_grace_s: float = 300.0  # starting: no running replica this long after start is down
 
     def __post_init__(self) -> None:
         if min(self.probe_period_s, self.down_probe_period_s, self.probe_timeout_s,
-               self.suspect_max_s, self.slow_call_s) <= 0 or self.retry_after_s < 1:
+               self.suspect_max_s, self.slow_call_s,
+               self.start_grace_s) <= 0 or self.retry_after_s < 1:
             raise ValueError("liveness periods and timeouts must be > 0 and retry_after_s >= 1")
 
 
@@ -108,6 +110,11 @@ def _probed(h: FamilyHealth, result: ProbeResult, now_s: float,
         period = s.down_probe_period_s if fast else s.probe_period_s
         return replace(h, next_probe_s=now_s + period)
     why = result.error or f"all {result.failed} replica(s) failed the probe"
+    if (h.state is Health.STARTING and result.failed == 0
+            and now_s - h.since_s < s.start_grace_s):
+        # no replica running yet: Serve is still building them (constructors take tens of
+        # seconds on a busy node); requests wait for one, as before any probe
+        return replace(h, next_probe_s=now_s + s.down_probe_period_s, reason=why)
     return _move(h, Health.DOWN, now_s, now_s + s.down_probe_period_s, 0, why)
 
 

@@ -39,9 +39,13 @@ def serve_once(args: dict[str, Any], name: str, answers: Callable[[str], dict[st
         built_s = time.time() - t
         serve.run(app, name=name, route_prefix="/", blocking=False)
         wait_healthy(url + "/healthz", timeout_s=300.0)
-        return {"build_s": round(built_s, 1), "deploy_s": round(time.time() - t, 1),
-                **(about_app(app) if about_app else {}), **answers(url),
-                "deployments": sorted(serve.status().applications[name].deployments)}
+        record = {"build_s": round(built_s, 1), "deploy_s": round(time.time() - t, 1),
+                  **(about_app(app) if about_app else {}), **answers(url)}
+        deployments = serve.status().applications[name].deployments
+        # what Serve says of each deployment after the answers (a failure's first clue)
+        return {**record, "deployments": sorted(deployments),
+                "serve_status": {d: f"{s.status}: {s.message}"[:500]
+                                 for d, s in deployments.items()}}
     finally:
         stop_ray()
 

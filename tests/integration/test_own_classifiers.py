@@ -54,7 +54,8 @@ def test_ramsis_chooses_among_the_timm_checkpoints(run: dict[str, Any]) -> None:
 
 def test_answers_carry_the_checkpoints_own_label_names(run: dict[str, Any]) -> None:
     body = run["named"]["body"]
-    assert run["named"]["status"] == 200 and body["status"] == "ok", run["named"]
+    assert run["named"]["status"] == 200 and body["status"] == "ok", (run["named"],
+                                                                      run["serve_status"])
     assert body["prediction"]["label_name"] in LABELS, body
     assert body["decision"]["variant"] in ("hf", "script"), body
 

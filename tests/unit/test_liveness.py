@@ -45,6 +45,19 @@ def test_no_running_replica_is_down_and_refuses() -> None:
     assert h.next_probe_s == 11.5 and h.since_s == 11.0
 
 
+def test_no_running_replica_while_starting_waits_for_serve_to_build_one() -> None:
+    """At start Serve may still be constructing the family's replicas (tens of seconds): not
+    down, requests wait; past `start_grace_s` it is down; dead replicas are down at once."""
+    h = after_probe(starting(0.0), NO_REPLICA, 40.0, S)
+    assert h.state is Health.STARTING and not h.refuses and h.next_probe_s == 40.5
+    assert "DeploymentUnavailableError" in h.reason
+    assert after_probe(h, ProbeResult(1), 41.0, S).state is Health.UP
+    late = after_probe(starting(0.0), NO_REPLICA, S.start_grace_s + 1.0, S)
+    assert late.state is Health.DOWN and late.refuses
+    dead = after_probe(starting(0.0), ProbeResult(0, failed=1, error="ActorDiedError"), 1.0, S)
+    assert dead.refuses
+
+
 def test_every_replica_failing_the_probe_is_down() -> None:
     h = after_probe(up(), ProbeResult(0, failed=2, error="ActorDiedError: dead"), 11.0, S)
     assert h.refuses and "ActorDiedError" in h.reason

@@ -47,6 +47,8 @@ def ensure_trained(name: str, cache_dir: Path = DEFAULT_CACHE) -> Path:
     once, up front, without building the servable."""
     spec = _spec(name)
     cache_dir = Path(cache_dir)
+    if spec.base is not None:
+        ensure_trained(spec.base, cache_dir)
     cfg = spec.config()
     weights, _ = cache_paths(name, cache_dir)
     with file_lock(cache_dir / f".{name}.lock"):

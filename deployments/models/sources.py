@@ -1,6 +1,6 @@
 """Where a classifier family's model comes from (`classifiers[].model`), torch-free config.
 
-- `builtin: vit | fusion | family | ladder | scenefusion`: ours, trained by our script
+- `builtin: vit | fusion | family | ladder | scenefusion | scenevit`: ours, trained by our script
   on first use;
 - `checkpoints: [...]`: the user's variants, each a timm architecture with a local weights file,
   a local Hugging Face image-classification directory, or a TorchScript file; input size,
@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
-BUILTIN_FAMILIES = ("vit", "fusion", "family", "ladder", "scenefusion")
+BUILTIN_FAMILIES = ("vit", "fusion", "family", "ladder", "scenefusion", "scenevit")
 
 
 class StrictConfig(BaseModel):
@@ -30,7 +30,7 @@ IMPORT_PATH = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
 
 
 class BuiltinModel(StrictConfig):
-    builtin: Literal["vit", "fusion", "family", "ladder", "scenefusion"] = Field(
+    builtin: Literal["vit", "fusion", "family", "ladder", "scenefusion", "scenevit"] = Field(
         description="one of our families, trained on first use by our script")
 
 

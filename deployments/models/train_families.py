@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from torch import nn
 
-from deployments.models import family, fusion, ladder, scene_fusion, vit_tokens
+from deployments.models import family, fusion, ladder, scene_fusion, scene_vit, vit_tokens
 from deployments.models.base import ServableModel
 from deployments.models.cache import DEFAULT_MODELS_DIR
 
@@ -37,13 +37,16 @@ DEFAULT_CACHE = DEFAULT_MODELS_DIR
 
 @dataclass(frozen=True)
 class FamilySpec:
-    """How to configure, build, train and serve one family."""
+    """How to configure, build, train and serve one family. A family with a `base` is trained
+    on top of that family's trained weights: `train(cfg, base_state)` (the base is trained
+    first; its config belongs in this family's config hash)."""
 
     name: str
     config: Callable[[], Any]
     build: Callable[[Any], nn.Module]
-    train: Callable[[Any], tuple[nn.Module, dict[str, dict[str, float]]]]
+    train: Callable[..., tuple[nn.Module, dict[str, dict[str, float]]]]
     servable: Callable[[Any, Any], ServableModel]
+    base: str | None = None
 
 
 SPECS: dict[str, FamilySpec] = {
@@ -57,6 +60,8 @@ SPECS: dict[str, FamilySpec] = {
                          ladder.LadderServable),
     "scenefusion": FamilySpec("scenefusion", scene_fusion.SceneFusionConfig, scene_fusion.build,
                               scene_fusion.train, scene_fusion.SceneFusionServable),
+    "scenevit": FamilySpec("scenevit", scene_vit.SceneVitConfig, scene_vit.build, scene_vit.train,
+                           scene_vit.SceneViTServable, base="ladder"),
 }
 
 
@@ -105,7 +110,14 @@ def train_and_save(name: str, cache_dir: Path = DEFAULT_CACHE,
     cache_dir.mkdir(parents=True, exist_ok=True)
     log.info("training %s (config %s)", name, config_hash(cfg))
     start = time.perf_counter()
-    model, accuracy = spec.train(cfg)
+    if spec.base is None:
+        model, accuracy = spec.train(cfg)
+    else:
+        base_weights = cache_paths(spec.base, cache_dir)[0]
+        if not base_weights.is_file():
+            raise FileNotFoundError(f"{name} trains on {spec.base}'s weights: train {spec.base} "
+                                    f"first (not found: {base_weights})")
+        model, accuracy = spec.train(cfg, load_file(str(base_weights)))
     seconds = time.perf_counter() - start
     state = {k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
     weights, meta_path = cache_paths(name, cache_dir)

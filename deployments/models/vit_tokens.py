@@ -9,12 +9,10 @@ as its patch embedding (patch 2 -> 8x8 = 64 patch tokens + 1 class token), embed
 - gamma > 0 inserts gamma learned prompt tokens per task after the class token (VPT-deep: each
   block gets its own gamma prompts, replacing the previous block's prompt outputs), as OTAS does.
   Prompts are nested: gamma=k uses the first k of the task's max(gammas) prompts.
-- Tasks "digits" (10 classes), "parity" (2: even/odd) and "loops" (2: 0/6/8/9 have a closed loop)
-  share the backbone, frozen after pretraining on "digits"; parity/loops get linear-probe heads at
-  gamma <= 0, and every (task, gamma > 0) gets its own head trained with the prompts.
-
-Wire format (`decode`): {"image": base64 PNG/any PIL-readable image, grayscale or RGB, any size
-(resized to 16x16), bright ink on dark background}; task in `tasks()`.
+- Tasks "digits" (10 classes), "parity" (even/odd) and "loops" (0/6/8/9) share the backbone,
+  frozen after pretraining on "digits"; linear-probe heads at gamma <= 0, one head per (task,
+  gamma > 0) trained with the prompts. Wire format: {"image": base64 PNG/any PIL image, resized
+  to 16x16, bright ink on dark}; task in `tasks()`. (scene_vit.py: the same on cluttered scenes.)
 """
 
 from __future__ import annotations
@@ -105,8 +103,8 @@ class TokenViT(nn.Module):
         T.reset_linear_init(self.backbone)
         d = cfg.embed_dim
         n_prompts = max(0, *cfg.gammas)
-        self.prompts = nn.ParameterDict({
-            t: nn.Parameter(0.1 * torch.randn(cfg.depth, n_prompts, d)) for t in TASKS})
+        self.prompts = nn.ParameterDict({t: nn.Parameter(0.1 * torch.randn(cfg.depth, n_prompts, d))
+                                         for t in TASKS})
         self.heads = nn.ModuleDict({
             self.head_key(t, g): nn.Linear(d, TASK_CLASSES[t])
             for t in TASKS for g in sorted({0, *(g for g in cfg.gammas if g > 0)})})
@@ -118,8 +116,11 @@ class TokenViT(nn.Module):
     def features(self, x: torch.Tensor, task: str, gamma: int) -> tuple[torch.Tensor, list[int]]:
         """Class-token features [B, D] and the token count entering each block (and after)."""
         vit = self.backbone
-        tokens = vit.norm_pre(vit._pos_embed(vit.patch_embed(x)))
-        counts: list[int] = []
+        return self.through_blocks(vit.norm_pre(vit._pos_embed(vit.patch_embed(x))), task, gamma)
+
+    def through_blocks(self, tokens: torch.Tensor, task: str, gamma: int
+                       ) -> tuple[torch.Tensor, list[int]]:  # `features` from embedded tokens on
+        vit, counts = self.backbone, []
         if gamma > 0:
             prompts = self.prompts[task][:, :gamma]
             for i, blk in enumerate(vit.blocks):
@@ -158,8 +159,7 @@ def _pretrain(model: TokenViT, cfg: VitConfig, gen: torch.Generator) -> None:
         for idx in T.batches(len(labels), cfg.batch_size, gen):
             loss = F.cross_entropy(model(x[idx], "digits", 0), labels[idx], label_smoothing=0.1)
             T.step(loss, opt, sched)
-        log.info("vit pretrain epoch %d/%d loss %.3f", epoch + 1, cfg.pretrain_epochs,
-                 float(loss.detach()))
+        log.info("vit pretrain epoch %d loss %.3f", epoch + 1, float(loss.detach()))
     model.eval()
 
 
@@ -247,13 +247,12 @@ def variant_name(gamma: int) -> str:
 
 class TokenViTServable(DigitLabelNames, ServableModel):
     """`ServableModel` over a trained `TokenViT`; variants "vit/g<gamma>"."""
-
     name = "vit"
 
     def __init__(self, model: TokenViT) -> None:
         self.model = model.eval()
         self.cfg = model.cfg
-        self._variants = tuple(Variant(name=variant_name(g), model="vit",
+        self._variants = tuple(Variant(name=f"{self.name}/g{g}", model=self.name,
                                        modalities=frozenset({"image"}), gamma=g)
                                for g in self.cfg.gammas)
 
@@ -274,8 +273,8 @@ class TokenViTServable(DigitLabelNames, ServableModel):
     def run(self, variant: Variant, task: str,
             items: list[dict[str, torch.Tensor]]) -> list[Prediction]:
         if variant not in self._variants:
-            raise ValueError(f"unknown variant {variant.name!r} for family vit")
-        check_task(task, TASKS)
+            raise ValueError(f"unknown variant {variant.name!r} for family {self.name}")
+        check_task(task, self.tasks())
         if not items:
             return []
         x = torch.stack([item["image"] for item in items]).to(next(self.model.parameters()).device)

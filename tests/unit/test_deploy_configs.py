@@ -20,7 +20,7 @@ def test_serve_config_args_validate() -> None:
     assert apps
     for app in apps:
         cfg = AppConfig.model_validate(app["args"])
-        assert {c.name for c in cfg.classifiers} == {"ladder", "vit", "scenefusion"}
+        assert {c.name for c in cfg.classifiers} == {"ladder", "scenevit", "scenefusion"}
 
 
 def test_vlm_config_is_the_default_plus_generation() -> None:
@@ -54,7 +54,7 @@ def test_rayservice_serve_config_validates_and_matches_families() -> None:
     assert apps
     for app in apps:
         cfg = AppConfig.model_validate(app["args"])
-        assert {c.name for c in cfg.classifiers} == {"ladder", "vit", "scenefusion"}
+        assert {c.name for c in cfg.classifiers} == {"ladder", "scenevit", "scenefusion"}
 
 
 def test_rayservice_admission_matches_serve_config() -> None:

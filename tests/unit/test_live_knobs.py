@@ -107,7 +107,7 @@ def test_every_static_configuration_is_a_valid_app_config() -> None:
     from bench.experiments.adaptive_vs_static.settings import LiveBenchSettings, static_args
 
     args = lb.serve_args(REPO / "serve_config.yaml")
-    for family, policy, profile in (("vit", "otas", _vit()),
+    for family, policy, profile in (("scenevit", "otas", _vit()),
                                     ("scenefusion", "mosel", _scenefusion())):
         settings = LiveBenchSettings(family=family, policy=policy)
         for st in static_candidates(profile, policy):
@@ -237,7 +237,7 @@ def test_the_simulator_phase_reads_the_best_static_and_the_others_from_the_run()
     from bench.experiments.adaptive_vs_static.settings import LiveBenchSettings
     from bench.experiments.fidelity.classify.live_runs import RecordedRun, phase_inputs
 
-    settings = LiveBenchSettings(config=REPO / "serve_config.yaml", family="vit", policy="otas",
+    settings = LiveBenchSettings(config=REPO / "serve_config.yaml", family="scenevit", policy="otas",
                                  job_size=4)
     ramp = {"g8": [{"offered_qps": 10, "goodput_qps": 10, "run": "ramp_g8_0"},
                    {"offered_qps": 15, "goodput_qps": 14, "run": "ramp_g8_1"},
@@ -253,15 +253,15 @@ def test_the_simulator_phase_reads_the_best_static_and_the_others_from_the_run()
     runs = {n: RecordedRun([], {}) for n in ("static_2x", "static_g8_2x")}
     inputs = phase_inputs(settings, out, runs)
     assert (inputs.spec_2x.qps, inputs.k, inputs.slo_ms) == (2 * 15.0 / 4, 1, 300.0)
-    vit = next(c for c in inputs.configs.static_args["classifiers"] if c["name"] == "vit")
+    vit = next(c for c in inputs.configs.static_args["classifiers"] if c["name"] == "scenevit")
     assert (vit["policy"], vit["policy_params"]) == ("fixed_gamma", {"gamma": 0})
     (other,) = inputs.others.values()
     assert list(inputs.others) == ["static_g8_2x"]
-    assert next(c for c in other["classifiers"] if c["name"] == "vit")["policy_params"] == {
+    assert next(c for c in other["classifiers"] if c["name"] == "scenevit")["policy_params"] == {
         "gamma": 8}
     assert inputs.served_runs == ("warmup_adaptive", "ramp_g8_1", "ramp_g8_2")
     # a run from before the static configurations: the most accurate, nothing else
     old = phase_inputs(settings, {k: v for k, v in out.items() if k != "statics"}, runs)
-    vit = next(c for c in old.configs.static_args["classifiers"] if c["name"] == "vit")
+    vit = next(c for c in old.configs.static_args["classifiers"] if c["name"] == "scenevit")
     assert (vit["policy"], old.others, old.served_runs) == ("most_accurate", {},
                                                             ("warmup_adaptive",))

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 def models(trained_models_dir: Path) -> dict[str, ServableModel]:
     torch.set_num_threads(1)
     return {name: load_model(name, cache_dir=trained_models_dir)
-            for name in ("vit", "fusion", "family", "ladder", "scenefusion")}
+            for name in ("vit", "fusion", "family", "ladder", "scenefusion", "scenevit")}
 
 
 def wire_accuracy(model: ServableModel, task: str, limit: int | None = LIMIT) -> dict[str, float]:
@@ -119,6 +119,21 @@ def test_scene_fusion_serves_what_it_was_measured_on(models: dict[str, ServableM
     alone = {m: measured[f"scenefusion/{m}"] for m in ("image", "audio", "text")}
     both = measured["scenefusion/image+audio"]
     assert both > alone["image"] > alone["audio"] > alone["text"] + 0.2, measured
+
+
+def test_scene_vit_serves_what_it_was_measured_on(models: dict[str, ServableModel],
+                                                 trained_models_dir: Path) -> None:
+    """Every gamma answers through the wire (PNG scene) as the training's evaluation (from the
+    trunk's maps) measured it on the same held-out scenes; keeping all 144 tokens is well above
+    merging the most (the knob trades accuracy) and every setting is far above chance."""
+    meta = read_metadata("scenevit", trained_models_dir)
+    assert meta is not None
+    measured = meta["test_accuracy"]["digits"]
+    wired = wire_accuracy(models["scenevit"], "digits", limit=None)
+    for name, value in measured.items():
+        assert abs(wired[name] - value) < 2e-3, name  # 1 item in 1000 (float order, batch)
+    assert measured["scenevit/g0"] > measured["scenevit/g-72"] + 0.01, measured
+    assert min(measured.values()) > 0.6, measured
 
 
 def test_metadata_matches_wire_accuracy(models: dict[str, ServableModel],

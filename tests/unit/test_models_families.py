@@ -17,6 +17,8 @@ from deployments.models.ladder import LadderConfig, LadderServable
 from deployments.models.ladder import build as build_ladder
 from deployments.models.scene_fusion import SceneFusionConfig, SceneFusionServable
 from deployments.models.scene_fusion import build as build_scene_fusion
+from deployments.models.scene_vit import SceneVitConfig, SceneViTServable
+from deployments.models.scene_vit import build as build_scene_vit
 from deployments.models.vit_tokens import TokenViTServable, VitConfig
 from deployments.models.vit_tokens import build as build_vit
 from policies.types import Variant
@@ -37,6 +39,7 @@ def servables() -> dict[str, ServableModel]:
         "ladder": LadderServable(build_ladder(LadderConfig()), LadderConfig()),
         "scenefusion": SceneFusionServable(build_scene_fusion(SceneFusionConfig()),
                                            SceneFusionConfig()),
+        "scenevit": SceneViTServable(build_scene_vit(SceneVitConfig())),
     }
 
 
@@ -58,9 +61,13 @@ def test_variant_names_unique_and_typed(servables: dict[str, ServableModel]) -> 
         "ladder/r10t-32", "ladder/r10t-64", "ladder/r10t-96", "ladder/r10t+r34d-96"]  # by cost
     item = ladder.decode(ladder.examples("val", "digits", limit=1)[0].inputs, "digits")
     assert sorted(t.shape[-1] for t in item.values()) == [32, 64, 96]  # one per input size
+    scenevit = servables["scenevit"].variants()
+    assert [v.gamma for v in scenevit] == list(SceneVitConfig().gammas)
+    assert all(v.model == "scenevit" and v.name == f"scenevit/g{v.gamma}" for v in scenevit)
 
 
-@pytest.mark.parametrize("family", ["vit", "fusion", "family", "ladder", "scenefusion"])
+@pytest.mark.parametrize("family", ["vit", "fusion", "family", "ladder", "scenefusion",
+                                    "scenevit"])
 def test_run_returns_one_prediction_per_item(servables: dict[str, ServableModel],
                                              family: str) -> None:
     model = servables[family]
@@ -283,3 +290,21 @@ def test_scene_fusion_shape(servables: dict[str, ServableModel]) -> None:
     singles = [v for v in fusion.variants() if len(v.modalities or ()) == 1]
     costs = sorted(_per_item_ms(fusion, v, [item]) for v in singles)
     assert costs[-1] >= 3 * costs[0]
+
+
+def test_scene_vit_gamma_merges_its_144_tokens(servables: dict[str, ServableModel]) -> None:
+    """The trunk's 12x12 map is the ViT's 144 patch tokens (+ the class token); gamma < 0 merges
+    |gamma| per block, at most half of them (ToMe), so the most-merged setting runs most blocks
+    on a few tokens; the forward from the trunk's maps (how training and evaluation run it) is
+    the served forward."""
+    model = servables["scenevit"].model  # type: ignore[attr-defined]
+    x = torch.rand(2, 1, 96, 96)
+    with torch.inference_mode():
+        _, full = model.features(x, "digits", 0)
+        _, merged = model.features(x, "digits", -72)
+        direct = model(x, "digits", -24)
+        feats, _ = model.through_blocks(model.tokens_from_trunk(model.trunk(x)), "digits", -24)
+        via_maps = model.heads[model.head_key("digits", -24)](feats)
+    assert full == [145] * (SceneVitConfig().depth + 1)
+    assert merged[:4] == [145, 73, 37, 19] and merged[-1] < 8
+    assert torch.allclose(direct, via_maps, atol=1e-5)

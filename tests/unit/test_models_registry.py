@@ -14,7 +14,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from deployments.models import family, fusion, ladder, registry, scene_fusion, vit_tokens
+from deployments.models import (
+    family,
+    fusion,
+    ladder,
+    registry,
+    scene_fusion,
+    scene_vit,
+    vit_tokens,
+)
 from deployments.models import train_families as train
 from deployments.models.data import DataConfig
 
@@ -35,8 +43,9 @@ def test_unknown_name_lists_valid_names(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="fusion") as err:
         registry.load_model("resnet", cache_dir=tmp_path)
     assert all(name in str(err.value)
-               for name in ("vit", "family", "fusion", "ladder", "scenefusion"))
-    assert registry.family_names() == ("vit", "fusion", "family", "ladder", "scenefusion")
+               for name in ("vit", "family", "fusion", "ladder", "scenefusion", "scenevit"))
+    assert registry.family_names() == ("vit", "fusion", "family", "ladder", "scenefusion",
+                                       "scenevit")
 
 
 def test_train_caches_and_load_reuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -132,6 +141,30 @@ def test_scene_fusion_training_is_deterministic() -> None:
     for part in ("image", "audio", "words"):  # every encoder trained
         assert train.weights_digest(getattr(a, part)) != train.weights_digest(
             getattr(untrained, part)), part
+
+
+def test_scene_vit_trains_deterministically_on_the_ladders_frozen_trunk() -> None:
+    scenes = dataclasses.replace(ladder.LadderConfig().scenes, split=TINY_DATA, test_scenes=40)
+    base = ladder.build(ladder.LadderConfig())
+    state = {f"nets.{k}": v for k, v in base.nets.state_dict().items()}
+    cfg = scene_vit.SceneVitConfig(scenes=scenes, embed_dim=32, depth=2, heads=2,
+                                   train_scenes=24, steps=3, batch_size=8, keep_tokens=12)
+    a, acc_a = scene_vit.train(cfg, state)
+    b, acc_b = scene_vit.train(cfg, state)
+    assert train.weights_digest(a) == train.weights_digest(b) and acc_a == acc_b
+    assert set(acc_a["digits"]) == {scene_vit.variant_name(g) for g in cfg.gammas}
+    trunk = base.nets[cfg.trunk_net]  # the ladder's stem and first two stages, unchanged
+    for mine, theirs in ((a.trunk[0], trunk.conv1), (a.trunk[1], trunk.bn1),
+                         (a.trunk[4], trunk.layer1), (a.trunk[5], trunk.layer2)):
+        assert train.weights_digest(mine) == train.weights_digest(theirs)
+    untrained = scene_vit.build(cfg)
+    assert train.weights_digest(a.backbone.blocks) != train.weights_digest(
+        untrained.backbone.blocks)  # the transformer trained
+
+
+def test_a_family_on_a_base_needs_the_base_trained(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="train ladder first"):
+        train.train_and_save("scenevit", tmp_path)
 
 
 def test_training_leaves_global_state_alone() -> None:

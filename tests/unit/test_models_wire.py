@@ -22,6 +22,8 @@ from deployments.models.ladder import LadderConfig, LadderServable
 from deployments.models.ladder import build as build_ladder
 from deployments.models.scene_fusion import SceneFusionConfig, SceneFusionServable
 from deployments.models.scene_fusion import build as build_scene_fusion
+from deployments.models.scene_vit import SceneVitConfig, SceneViTServable
+from deployments.models.scene_vit import build as build_scene_vit
 from deployments.models.vit_tokens import TokenViTServable, VitConfig
 from deployments.models.vit_tokens import build as build_vit
 from tests.helpers.images import image_b64
@@ -42,6 +44,7 @@ def servables() -> dict[str, ServableModel]:
         "ladder": LadderServable(build_ladder(LadderConfig()), LadderConfig()),
         "scenefusion": SceneFusionServable(build_scene_fusion(SceneFusionConfig()),
                                            SceneFusionConfig()),
+        "scenevit": SceneViTServable(build_scene_vit(SceneVitConfig())),
     }
 
 
@@ -52,7 +55,7 @@ def test_image_round_trip_is_exact() -> None:
     assert torch.equal((decoded * 255).round().to(torch.uint8)[0], pixels)
 
 
-@pytest.mark.parametrize("family", ["vit", "fusion", "family", "scenefusion"])
+@pytest.mark.parametrize("family", ["vit", "fusion", "family", "scenefusion", "scenevit"])
 def test_examples_decode(servables: dict[str, ServableModel], family: str) -> None:
     model = servables[family]
     for task in model.tasks():
@@ -97,7 +100,8 @@ def test_image_family_errors(servables: dict[str, ServableModel], family: str, i
     assert str(err.value).startswith(field)
 
 
-@pytest.mark.parametrize("family", ["vit", "fusion", "family", "ladder", "scenefusion"])
+@pytest.mark.parametrize("family", ["vit", "fusion", "family", "ladder", "scenefusion",
+                                    "scenevit"])
 def test_unknown_task(servables: dict[str, ServableModel], family: str) -> None:
     model = servables[family]
     inputs = model.examples("val", model.tasks()[0], limit=1)[0].inputs
@@ -168,7 +172,7 @@ def test_examples_rejects_train_split(servables: dict[str, ServableModel]) -> No
 
 def test_scene_fusion_reads_the_scene_at_its_side(servables: dict[str, ServableModel]) -> None:
     """A 96x96 scene (or any size) is resized to what the family was trained on."""
-    for family, side in (("scenefusion", 64),):
+    for family, side in (("scenefusion", 64), ("scenevit", 96)):
         model = servables[family]
         inputs = dict(model.examples("val", "digits", limit=1)[0].inputs)
         assert decode_image(inputs["image"], "image", 96, 96).shape == (1, 96, 96)

@@ -16,7 +16,7 @@ family's training's to measure on held-out data). Prints a table and writes a Re
 `--trained NAME`: a trained built-in family measured the same way, each variant through the served
 code, beside its held-out accuracy, judged by its kind's rules: the ladder's (above, and accuracy
 rising with cost, >= 10 points between the ends); the scenes fusion's (the dearest single modality
->= 3x the cheapest)."""
+>= 3x the cheapest); the scenes ViT's (`gamma_checks`)."""
 
 from __future__ import annotations
 
@@ -128,6 +128,22 @@ def modality_checks(rows: list[dict[str, Any]]) -> list[Check]:
                   ratio >= 3)]
 
 
+def gamma_checks(rows: list[dict[str, Any]], path_ms: float) -> list[Check]:
+    """The token-adaptive ViT's rules (rows ordered by gamma): its gamma moves its cost >= 3x
+    (the most-merged setting against the one with the most tokens), and its full-token setting
+    costs >= 3x the path, so that under load the model, not the path, runs out."""
+    fwd = [r["forward_ms"] for r in rows]
+    acc = [r["accuracy"] for r in rows]
+    return [
+        Check("most tokens / most merged, batch-1 forward", round(fwd[-1] / fwd[0], 2), ">= 3",
+              fwd[-1] >= 3 * fwd[0]),
+        Check("most tokens' batch-1 forward / the path's CPU per request",
+              round(fwd[-1] / path_ms, 2), ">= 3", fwd[-1] >= 3 * path_ms),
+        Check("held-out accuracy: most tokens - most merged (points)",
+              None if None in acc else round(acc[-1] - acc[0], 4), "> 0",
+              None not in acc and acc[-1] > acc[0])]
+
+
 def rung_checks(rows: list[dict[str, Any]], path_ms: float) -> list[Check]:
     """The shape rules on the trained ladder (rows ordered by cost)."""
     fwd = [r["forward_ms"] for r in rows]
@@ -151,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--train-threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("results/family_shapes.json"))
-    parser.add_argument("--trained", choices=("ladder", "scenefusion"),
+    parser.add_argument("--trained", choices=("ladder", "scenefusion", "scenevit"),
                         help="measure a trained built-in family's variants instead of candidates")
     parser.add_argument("--ladder", action="store_true", help="the same as --trained ladder")
     parser.add_argument("--models-dir", type=Path, default=Path(".cache/models"))
@@ -163,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'variant':<30} {'fwd ms (b=1, 1 thr)':>20} {'held-out accuracy':>18}")
         for r in rows:
             print(f"{r['name']:<30} {r['forward_ms']:>20} {r['accuracy']!s:>18}")
-        checks = (rung_checks(rows, args.path_ms) if trained == "ladder" else
-                  modality_checks(rows))
+        checks = {"ladder": rung_checks, "scenevit": gamma_checks}.get(
+            trained, lambda r, _: modality_checks(r))(rows, args.path_ms)
         for c in checks:
             print(f"  {c.name}: {c.value} ({c.target}) {'ok' if c.ok else 'MISSED'}")
         return run.finish(args.out, {"variants": rows}, checks=checks,

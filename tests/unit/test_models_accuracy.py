@@ -123,15 +123,28 @@ def test_scene_fusion_serves_what_it_was_measured_on(models: dict[str, ServableM
 
 def test_scene_vit_serves_what_it_was_measured_on(models: dict[str, ServableModel],
                                                  trained_models_dir: Path) -> None:
-    """Every gamma answers through the wire (PNG scene) as the training's evaluation (from the
-    trunk's maps) measured it on the same held-out scenes; keeping all 144 tokens is well above
-    merging the most (the knob trades accuracy) and every setting is far above chance."""
+    """Every gamma answers through the wire (PNG scene) as the training's evaluation computes it
+    (from the trunk's maps) on the same held-out scenes (64 of them: the ViT is dear at 1
+    thread); keeping all 144 tokens beats merging the most and every setting is far above
+    chance on the full test split."""
+    from deployments.models.scenes import at_size, held_out
+
+    model = models["scenevit"]
+    vit = model.model  # type: ignore[attr-defined]
+    n = 64
+    images, _ = held_out("test", vit.cfg.scenes)
+    items = [model.decode(e.inputs, "digits") for e in model.examples("test", "digits", limit=n)]
+    with torch.inference_mode():
+        maps = vit.trunk(at_size(images[:n], vit.cfg.side))
+        for variant in model.variants():
+            wired = [p.label for p in model.run(variant, "digits", items)]
+            feats, _ = vit.through_blocks(vit.tokens_from_trunk(maps), "digits", variant.gamma)
+            direct = vit.heads[vit.head_key("digits", variant.gamma)](feats).argmax(-1)
+            same = sum(a == b for a, b in zip(wired, direct.tolist(), strict=True))
+            assert same >= n - 1, (variant.name, same)  # float order across batch sizes
     meta = read_metadata("scenevit", trained_models_dir)
     assert meta is not None
     measured = meta["test_accuracy"]["digits"]
-    wired = wire_accuracy(models["scenevit"], "digits", limit=None)
-    for name, value in measured.items():
-        assert abs(wired[name] - value) < 2e-3, name  # 1 item in 1000 (float order, batch)
     assert measured["scenevit/g0"] > measured["scenevit/g-72"] + 0.01, measured
     assert min(measured.values()) > 0.6, measured
 

@@ -66,6 +66,10 @@ def parse(argv: list[str] | None = None) -> LiveBenchSettings:
                    help="static configurations compared: most_accurate, all (every fixed "
                         "gamma / modality subset / variant meeting --min-accuracy; the best = "
                         "highest live capacity), or labels of all, comma-separated")
+    p.add_argument("--load-of", default=None, metavar="LABEL",
+                   help="the static configuration whose live capacity is 1x (and the 2x runs' "
+                        "load; default: the best, the highest capacity), e.g. g0 for OTAS's "
+                        "'2x gamma 0's capacity'; every other static still runs at that 2x")
     p.add_argument("--min-accuracy", type=float, default=None,
                    help="accuracy SLO sent with every request (MOSEL's); judged per call")
     p.add_argument("--utilities", type=parse_utilities, default=(),

@@ -104,7 +104,9 @@ def _capacity(b: Bench, session: LiveSession, setup: FamilySetup,
                           "live_qps": max(r["goodput_qps"] for r in steps)}
         session.log(f"static {st.label} ({st.policy}): capacity {caps[st.label]['live_qps']:.1f}"
                     f" items/s")
-    best = best_static({label: c["live_qps"] for label, c in caps.items()})
+    best = b.settings.load_of or best_static({label: c["live_qps"] for label, c in caps.items()})
+    if best not in caps:
+        raise ValueError(f"--load-of {best!r} is not a static configuration: {sorted(caps)}")
     return {"deploy_static_s": deploy_s[best], "capacity": caps[best],
             "statics": {"spec": b.settings.statics, "best": best, "deploy_s": deploy_s,
                         "configs": [st.to_dict() for st in statics], "capacity": caps}}

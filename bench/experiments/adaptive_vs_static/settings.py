@@ -57,6 +57,7 @@ class LiveBenchSettings(LocalServe):
     resim: Path | None = None  # a finished run's JSON: redo only its simulator phase
     data_dir: Path | None = None  # shared data directory (--trace twitter); None: the default
     statics: str = "most_accurate"  # most_accurate | all | labels (bench/experiments/adaptive_vs_static/statics.py)
+    load_of: str | None = None  # the static whose capacity is 1x (None: the best = highest)
     min_accuracy: float | None = None  # the requests' accuracy SLO (MOSEL's), sent and judged
     utilities: tuple[float, ...] = ()  # the requests' utilities per call, cyclic (OTAS's)
     busy_neighbours: int = 0  # busy-loop processes beside the live phases (a machine state)

@@ -72,9 +72,9 @@ def test_an_override_of_a_renamed_key_fails_instead_of_drifting() -> None:
         apply_overrides(doc, {"applications.adaptserve.args.classifiers.renamed.num_replicas": 2})
     with pytest.raises(KeyError, match="no key 'htp'"):
         apply_overrides(doc, {"applications.adaptserve.args.htp.num_replicas": 2})
-    out = apply_overrides(doc, {"applications.adaptserve.args.classifiers.vit.num_replicas": 3})
-    assert _leaves(out)["applications.adaptserve.args.classifiers.vit.num_replicas"] == 3
-    assert _leaves(doc)["applications.adaptserve.args.classifiers.vit.num_replicas"] == 1
+    out = apply_overrides(doc, {"applications.adaptserve.args.classifiers.scenevit.num_replicas": 3})
+    assert _leaves(out)["applications.adaptserve.args.classifiers.scenevit.num_replicas"] == 3
+    assert _leaves(doc)["applications.adaptserve.args.classifiers.scenevit.num_replicas"] == 1
 
 
 # ---- the CRD --------------------------------------------------------------------------------

@@ -72,10 +72,10 @@ class RequestPathConfig(StrictConfig):
 # The same for the whole Ray cluster (its Serve proxies too), plus the proxy's calls to the
 # ingress over gRPC and the proxy's admission middleware: set where Ray starts (scripts/serve.sh, the benches, the tests, the
 # RayService manifest's containers); tests/unit/test_deploy_configs.py checks they agree.
+PROXY_CALLBACK_ENV = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
 CLUSTER_ENV = {
     "RAY_SERVE_PROXY_USE_GRPC": "1",
     # admission in the proxy itself (a refusal costs nothing downstream)
-    "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH":
-        "deployments.ingress.proxy.front_door:proxy_middlewares",
+    PROXY_CALLBACK_ENV: "deployments.ingress.proxy.front_door:proxy_middlewares",
     **THROUGHPUT_ENV,
 }

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from bench.core.wait import wait_http_ok
-from deployments.config import CLUSTER_ENV
+from deployments.config import CLUSTER_ENV, PROXY_CALLBACK_ENV
 from policies.profile import LatencyModel, Profile
 
 log = logging.getLogger(__name__)
@@ -53,14 +53,18 @@ def classifier_args(args: dict[str, Any], family: str) -> dict[str, Any]:
     return dict(_classifier(args, family))
 
 
-def start_ray(port: int, num_cpus: int, temp_dir: str | None = None) -> None:
+def start_ray(port: int, num_cpus: int, temp_dir: str | None = None,
+              front_door: bool = True) -> None:
     """A fresh local Ray instance (never someone else's cluster) and Serve on `port`;
-    `temp_dir`: Ray's session files there instead of under /tmp/ray."""
+    `temp_dir`: Ray's session files there instead of under /tmp/ray; `front_door`: the app's
+    admission middleware in the HTTP proxy (False: Serve's own proxy, for its floor)."""
     import ray
     from ray import serve
 
     os.environ.pop("RAY_ADDRESS", None)
     os.environ.update(CLUSTER_ENV)  # read by the Serve processes Ray starts
+    if not front_door:
+        os.environ.pop(PROXY_CALLBACK_ENV, None)
     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
              log_to_driver=False, logging_level=logging.WARNING, _temp_dir=temp_dir)
     try:

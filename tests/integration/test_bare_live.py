@@ -8,16 +8,17 @@ import pytest
 from app.sim.traces.spec import TraceSpec
 from bench.core import serve as lb
 from bench.core.client import LoadgenConfig, build_payloads, run_load
-from bench.core.http import free_port
+from bench.core.http import free_port, post_bytes
 from bench.core.probe import app_replicas, serve_memory
 from bench.experiments.single_request import bare_graph
 from bench.experiments.single_request.bare_graph import BareSettings
+from bench.experiments.single_request.serve_floor import FLOOR_NAME, deploy_floor
 from tests.integration.fake_family import COMPUTE_S, FakeFamily
 
 pytestmark = pytest.mark.integration
 
 
-def test_bare_graph_answers_with_compute_time_and_memory_is_listed() -> None:
+def test_bare_graph_and_serve_floor_answer_and_memory_is_listed() -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     try:
@@ -41,5 +42,15 @@ def test_bare_graph_answers_with_compute_time_and_memory_is_listed() -> None:
         assert {m.actor.split(":")[-1] for m in bare} == {"BareIngress", "BarePreprocess",
                                                           "BareModel"}
         assert all(m.rss_mib > 10 for m in bare)
+        # Serve's no-model floor beside it: the app's answer shape, a constant, no compute
+        deploy_floor(base)
+        floor = run_load(LoadgenConfig(url=f"{base}/{FLOOR_NAME}", model="fake",
+                                       trace=TraceSpec("poisson", 20.0, 2.0, seed=2),
+                                       slo_ms=500.0), build_payloads(
+            [(e.inputs, e.label) for e in examples], cfg)).summary
+        assert floor.sent > 10 and floor.ok == floor.sent
+        assert floor.variant_share == {"constant": 1.0} and floor.compute_p50_ms == 0.0
+        bad = post_bytes(f"{base}/{FLOOR_NAME}/v1/classify", b"{")
+        assert bad.status_code == 422 and bad.json()["error"]["type"] == "invalid_request"
     finally:
         lb.stop_ray()

@@ -6,7 +6,9 @@ Result + PNG; docs/front.md).
 On a private local Ray Serve (HTTP port --port): the app (serve_config.yaml, --policy to
 override the family's), single /v1/classify requests to --family at --slo-ms: a capacity ramp,
 then Poisson runs at 1x, 2x, 3x the capacity; then Ray stopped, a one-process FastAPI + torch
-server of the family's most accurate variant ramped the same way. The phases are
+server of the family's most accurate variant ramped the same way. With --serve-floor, between
+the two, Serve's own floor (ingress, one handle hop, a constant answer; a fresh Ray) ramped and
+run at the app's 1x rate, for the path's CPU per request beside Serve's. The phases are
 bench/experiments/single_request/run.py; the figures bench/experiments/single_request/metrics.py and front_report.py.
 
 The simulator beside a finished run (no Ray, no server; bench/experiments/fidelity/classify/single_request.py):
@@ -54,6 +56,9 @@ def parse(argv: list[str] | None = None) -> tuple[FrontSettings, Path, Path]:
                         "of the floor's capacity (correct answers within the SLO, side by side)")
     p.add_argument("--no-torch", dest="torch_floor", action="store_false",
                    help="skip the FastAPI + torch server")
+    p.add_argument("--serve-floor", action="store_true",
+                   help="also ramp Serve's own no-model floor (a fresh Ray) and run it at the "
+                        "app's 1x rate: the path's CPU per request beside Serve's")
     p.add_argument("--busy-neighbours", type=int, default=0,
                    help="busy-loop processes beside the whole run (a second machine state)")
     p.add_argument("--baseline", type=Path, default=None,
@@ -80,7 +85,8 @@ FIGURES = {"attainment_admitted>=95%": ("attainment_admitted_min", ">= 0.95"),
            "refusal_p99<20ms": ("refusal_p99_ms_max", "< 20 ms"),
            "gap<=2pts": ("gap_pts_max_abs", "<= 2 points"),
            "capacity>=2x_baseline": ("app_over_baseline", ">= 2.0"),
-           "correct_vs_torch>=1.5": ("correct_over_torch_min", ">= 1.5")}
+           "correct_vs_torch>=1.5": ("correct_over_torch_min", ">= 1.5"),
+           "path<=1.25x_serve_floor": ("path_over_serve_floor", "<= 1.25")}
 
 
 def result_checks(checks: dict[str, Any]) -> list[Check]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.experiments.single_request.metrics import Capacity, FrontRun
+from bench.experiments.single_request.path_cpu import PATH_TARGET, path_lines
 
 TARGETS = {"attainment_admitted_min": 0.95, "goodput_3x_over_1x": 0.9,
            "refusal_p99_ms": 20.0, "gap_pts": 2.0, "app_over_baseline": 2.0}
@@ -68,6 +69,8 @@ def checks(out: dict[str, Any]) -> dict[str, Any]:
         "front_door_refusal_p99_ms_max": max(door) if door else None,
         "gap_pts_max_abs": max(gaps) if gaps else None,
         **_against_floor(out),
+        "capacity_serve_floor_qps": _qps(out.get("serve_floor", {}).get("capacity")),
+        "path_over_serve_floor": out.get("path_cpu", {}).get("path_over_serve_floor"),
     }
 
     def at_least(key: str, target: float) -> bool | None:
@@ -85,6 +88,7 @@ def checks(out: dict[str, Any]) -> dict[str, Any]:
         "gap<=2pts": at_most("gap_pts_max_abs", TARGETS["gap_pts"]),
         "capacity>=2x_baseline": at_least("app_over_baseline", TARGETS["app_over_baseline"]),
         "correct_vs_torch>=1.5": at_least("correct_over_torch_min", 1.5),
+        "path<=1.25x_serve_floor": at_most("path_over_serve_floor", PATH_TARGET),
     }
     return res
 
@@ -92,7 +96,9 @@ def checks(out: dict[str, Any]) -> dict[str, Any]:
 def _all_runs(out: dict[str, Any]) -> list[FrontRun]:
     torch_steps: list[FrontRun] = (
         [*out["torch"]["ramp"], *out["torch"].get("runs", [])] if "torch" in out else [])
-    return [*out["app"]["ramp"], *out["app"]["runs"], *torch_steps, *out.get("app_at_torch", [])]
+    floor = out.get("serve_floor", {})
+    return [*out["app"]["ramp"], *out["app"]["runs"], *floor.get("ramp", []),
+            *floor.get("runs", []), *torch_steps, *out.get("app_at_torch", [])]
 
 
 HEAD = (f"{'run':<17}{'offered':>8}{'sent':>7}{'ans':>7}{'ok':>7}{'refused':>8}{'dl_exc':>7}"
@@ -140,6 +146,9 @@ def report(out: dict[str, Any]) -> str:
                      "floor's capacity x " + ", ".join(
                          f"{m}: {'-' if v is None else f'{v:.2f}'}"
                          for m, v in c["correct_over_torch"].items()))
+    if out.get("path_cpu", {}).get("runs"):
+        lines.append(f"Serve's no-model floor: capacity {num('capacity_serve_floor_qps', ' req/s')}")
+        lines.extend(path_lines(out["path_cpu"]))
     lines.append("pass: " + ", ".join(f"{k} {v}" for k, v in c["pass"].items()))
     return "\n".join(lines)
 
@@ -153,10 +162,12 @@ def plot(out: dict[str, Any], path: Path) -> None:
     groups = {"app ramp": out["app"]["ramp"], "app 1x-3x": out["app"]["runs"]}
     if "torch" in out:
         groups["FastAPI + torch ramp"] = out["torch"]["ramp"]
+    if "serve_floor" in out:
+        groups["Serve floor ramp"] = out["serve_floor"]["ramp"]
     fig, (ax_g, ax_a) = plt.subplots(1, 2, figsize=(11, 4.2))
     top = max((r.offered_qps for g in groups.values() for r in g), default=1.0)
     ax_g.plot([0, top], [0, top], color="0.8", lw=0.8, label="goodput = offered")
-    for (name, runs), color in zip(groups.items(), ("tab:blue", "tab:orange", "tab:green"),
+    for (name, runs), color in zip(groups.items(), ("tab:blue", "tab:orange", "tab:green", "tab:grey"),
                                    strict=False):
         x = [r.offered_qps for r in runs]
         ax_g.plot(x, [r.goodput_qps for r in runs], "o-", color=color, label=name)

@@ -4,7 +4,10 @@
    single `/v1/classify` requests to one family at one SLO: a geometric capacity ramp
    (bench/experiments/single_request/metrics.py says when it stops and what the capacity is), then Poisson runs
    at 1x, 2x, 3x that capacity;
-2. Ray stopped, a one-process FastAPI + torch server of the family's most accurate variant
+2. with `serve_floor`, a fresh Ray serving Serve's own floor (bench/experiments/single_request/serve_floor.py:
+   ingress, one handle hop, a constant answer), ramped the same way and run at the app's 1x
+   rate: the app's path CPU per request beside Serve's (bench/experiments/single_request/path_cpu.py);
+3. Ray stopped, a one-process FastAPI + torch server of the family's most accurate variant
    (bench/experiments/single_request/fastapi_floor.py), ramped the same way: the floor a user could write by hand.
 
 Every run goes through bench/core/client.py via the live benchmark's session (records per run,
@@ -28,12 +31,14 @@ from bench.experiments.adaptive_vs_static.settings import LiveBenchSettings, Loc
 from bench.experiments.coload.measure import busy_neighbours
 from bench.experiments.single_request.fastapi_floor import TorchServerSettings, torch_server
 from bench.experiments.single_request.metrics import (
+    Capacity,
     FrontRun,
     RampRule,
     front_run,
     pick_capacity,
     ramp_done,
 )
+from bench.experiments.single_request.path_cpu import PathCpu, path_cpu, path_figures
 from bench.experiments.single_request.report import checks
 from deployments.ingress.proxy.front_door import settings_from_env
 
@@ -60,6 +65,7 @@ class FrontSettings(LocalServe):
     settle_s: float = 5.0  # after the deployment, before the first request
     num_cpus: int = 8  # Ray logical CPUs
     torch_floor: bool = True  # also measure the FastAPI + torch server
+    serve_floor: bool = False  # also measure Serve's no-model floor (a fresh Ray)
     busy_neighbours: int = 0  # busy-loop processes beside the whole run (a second machine state)
     rule: RampRule = field(default_factory=RampRule)
     baseline: Path | None = None  # an earlier run's JSON (today's code): capacity ratio
@@ -133,6 +139,42 @@ def _torch_phase(s: FrontSettings, session: LiveSession, setup: FamilySetup) -> 
     return {"variant": best.variant.name, "ramp": steps, "capacity": cap, "runs": runs}
 
 
+def _cpu(session: LiveSession, run: str, offered_qps: float) -> PathCpu:
+    return path_cpu(run, offered_qps, session.cpu_ms[run], session.runs[run].records)
+
+
+def _serve_floor_phase(s: FrontSettings, session: LiveSession,
+                       app_cap: Capacity | None) -> dict[str, Any]:
+    """2. Serve's own floor on a fresh Ray without the front door: a ramp, then the app's 1x rate."""
+    from bench.experiments.single_request.serve_floor import FLOOR_NAME, deploy_floor
+
+    lb.start_ray(s.port, s.num_cpus, front_door=False)
+    try:
+        deploy_s = deploy_floor(s.base_url)
+        time.sleep(s.settle_s)
+        url = f"{s.base_url}/{FLOOR_NAME}"
+        steps = ramp(session, s, url, "serve_floor")
+        runs = [] if app_cap is None else [_run(session, "serve_floor_at_app_1x", url, TraceSpec(
+            "poisson", app_cap.qps, s.duration_s, seed=s.seed))]
+    finally:
+        lb.stop_ray()
+    return {"deploy_s": deploy_s, "ramp": steps, "capacity": pick_capacity(steps, s.rule),
+            "runs": runs}
+
+
+def _path_cpu(out: dict[str, Any], session: LiveSession) -> dict[str, Any]:
+    """The app's path CPU per call at 1x beside Serve's floor at the same rate and the FastAPI
+    + torch server at its capacity."""
+    cpus: dict[str, PathCpu] = {}
+    for run in [*out["app"]["runs"], *out.get("serve_floor", {}).get("runs", [])]:
+        if run.name in ("app_1x", "serve_floor_at_app_1x"):
+            cpus[run.name] = _cpu(session, run.name, run.offered_qps)
+    torch_cap = out.get("torch", {}).get("capacity")
+    if torch_cap is not None:
+        cpus["torch_capacity"] = _cpu(session, torch_cap.step, torch_cap.offered_qps)
+    return path_figures(cpus)
+
+
 def _app_at_floor_multiples(s: FrontSettings, session: LiveSession, args: dict[str, Any],
                             floor_qps: float) -> list[FrontRun]:
     """3. the app again (a fresh Ray), at the floor's multiples, same seed as the floor's."""
@@ -170,12 +212,15 @@ def _run_front(s: FrontSettings) -> dict[str, Any]:
         out["app"] = {"deploy_s": deploy_s, **_app_phase(s, session)}
     finally:
         lb.stop_ray()
+    if s.serve_floor:
+        out["serve_floor"] = _serve_floor_phase(s, session, out["app"]["capacity"])
     if s.torch_floor:
         out["torch"] = _torch_phase(s, session, setup)
         floor = out["torch"]["capacity"]
         if s.floor_multiples and floor is not None:
             out["app_at_torch"] = _app_at_floor_multiples(s, session, args, floor.qps)
     out["cpu_ms_per_call"] = session.cpu_ms
+    out["path_cpu"] = _path_cpu(out, session)
     out["loadavg_1min_after_run"] = session.loadavg
     out["machine_cores"] = os.cpu_count()  # the simulator's front stage shares these
     # what the proxies ran (the resim runs it too): the defaults or ADAPTSERVE_FRONT_DOOR

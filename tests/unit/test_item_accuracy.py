@@ -7,7 +7,11 @@ from __future__ import annotations
 import pytest
 
 from app.sim.replica.request_metrics import RequestRecord, summarize
-from bench.experiments.adaptive_vs_static.item_accuracy import ItemTable, measure_items
+from bench.experiments.adaptive_vs_static.item_accuracy import (
+    ItemTable,
+    measure_items,
+    same_items_1x,
+)
 from bench.experiments.adaptive_vs_static.report import checks
 
 
@@ -52,6 +56,37 @@ def test_checks_compare_live_accuracy_with_the_sim_s_on_the_same_items() -> None
     res = checks(out, "x")
     assert res["sim_x_2x_accuracy_diff_pts"] == pytest.approx(0.0)
     assert res["fidelity"]["sim_x_2x"]["accuracy_sim_expected"] == pytest.approx(0.5)
+
+
+def _answered(i: int, variant: str, right: bool, latency_ms: float = 50.0) -> RequestRecord:
+    r = _rec(i, variant, latency_ms)
+    object.__setattr__(r, "label", 1)
+    object.__setattr__(r, "predicted", 1 if right else 0)
+    return r
+
+
+def test_the_1x_accuracy_given_up_is_judged_on_the_items_the_adaptive_run_answered() -> None:
+    # the adaptive run answered items 0, 1, 2 in time (small, right on 1 only; big right on 0)
+    # and item 3 late: the static ("big") would have been right on 0 and 1 of the three
+    recs = [_answered(0, "big", True), _answered(1, "small", True),
+            _answered(2, "small", False), _answered(3, "big", True, latency_ms=900.0)]
+    found = same_items_1x(TABLE, recs, "big", 200.0)
+    assert found is not None and found["items"] == 3
+    assert found["static_accuracy"] == pytest.approx(2 / 3)
+    assert found["adaptive_accuracy"] == pytest.approx(2 / 3)
+    assert found["gap_pts"] == pytest.approx(0.0)
+    worse = [_answered(0, "small", False), *recs[1:]]
+    assert same_items_1x(TABLE, worse, "big", 200.0)["gap_pts"] == pytest.approx(100 / 3)
+    assert same_items_1x(TABLE, recs, "other", 200.0) is None  # a variant the table lacks
+    # the checks judge it beside the comparison of each run's own answers
+    s = summarize(recs, 1.0, 200.0)
+    out = {"runs": {"static_2x": s, "x_2x": s, "x_1x": s}, "overhead": {"ratio": 1.0},
+           "memory": {"total_mib": 1.0}, "sim": {}, "accuracy_1x_same_items": {
+               **same_items_1x(TABLE, worse, "big", 200.0)}}
+    res = checks(out, "x")
+    assert res["accuracy_1x_gap_same_items_pts"] == pytest.approx(100 / 3)
+    assert res["pass"]["accuracy_1x_same_items_within_1pt"] is False
+    assert res["pass"]["accuracy_1x_within_1pt"] is True  # the same runs: no gap
 
 
 def test_measure_items_runs_every_variant_on_the_load_generator_s_items() -> None:

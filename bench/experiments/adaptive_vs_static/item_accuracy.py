@@ -49,6 +49,24 @@ class ItemTable:
         return {v: sum(row) / len(row) for v, row in self.correct.items() if row}
 
 
+def same_items_1x(table: ItemTable, records: Iterable[RequestRecord], static_variant: str,
+                  slo_ms: float) -> dict[str, float | int] | None:
+    """The accuracy the adaptive policy gives up at 1x, on the same items: over the items its
+    run answered ok within `slo_ms`, the static variant's accuracy on them (the table) less
+    the adaptive answers' own (their true labels), in points. Comparing each run's own answers
+    instead mixes samples: a static past its capacity answers a different subset of items."""
+    answered = [r for r in records if r.outcome == "ok" and r.latency_ms is not None
+                and r.latency_ms <= slo_ms and r.correct is not None]
+    pairs = [(table.right(static_variant, r.index), bool(r.correct)) for r in answered]
+    known = [(s, a) for s, a in pairs if s is not None]
+    if not known:
+        return None
+    static = sum(s for s, _ in known) / len(known)
+    adaptive = sum(a for _, a in known) / len(known)
+    return {"items": len(known), "static_accuracy": static, "adaptive_accuracy": adaptive,
+            "gap_pts": 100.0 * (static - adaptive)}
+
+
 def measure_items(family: str, models_dir: str | Path, task: str | None = None,
                   limit: int = HELD_OUT_ITEMS, batch_size: int = 32) -> ItemTable:
     """Run every variant of `family` on the load generator's items (torch, one thread)."""

@@ -14,6 +14,7 @@ from bench.core import serve as lb
 from bench.core.probe import app_replicas, serve_memory
 from bench.core.run_report import plot_runs
 from bench.experiments.adaptive_vs_static.family import FamilySetup, family_setup
+from bench.experiments.adaptive_vs_static.item_accuracy import ItemTable, same_items_1x
 from bench.experiments.adaptive_vs_static.knobs import knobs_of, plot_knobs, static_labels
 from bench.experiments.adaptive_vs_static.report import checks
 from bench.experiments.adaptive_vs_static.session import LiveSession, LoadRun
@@ -185,6 +186,7 @@ def run_live(settings: LiveBenchSettings) -> dict[str, Any]:
     out["loadavg_1min_after_run"] = session.loadavg
     out["sim"] = sim.summaries
     out["sim_item_accuracy"] = sim.item_accuracy
+    out["accuracy_1x_same_items"] = _same_items_1x(out, session, sim.items, b.slo_ms, a.policy)
     out["series"] = sim.series
     out["checks"] = checks(out, a.policy)
     out["knobs"] = knobs_of(a, out, {n: r.records for n, r in runs.items()}, sim.knobs)
@@ -197,6 +199,20 @@ def run_live(settings: LiveBenchSettings) -> dict[str, Any]:
                title=f"{a.family}: {a.policy} vs static configurations at 2x the best one's "
                      f"capacity (K={b.k}, jobs of {a.job_size})")
     return out
+
+
+def _same_items_1x(out: dict[str, Any], session: LiveSession, items: ItemTable | None,
+                   slo_ms: float, policy: str) -> dict[str, Any] | None:
+    """The best static's accuracy on the items the adaptive 1x run answered in time, beside
+    that run's own (None without a 1x run or an item table)."""
+    run = session.runs.get(f"{policy}_1x")
+    best = next((c for c in out["statics"]["configs"] if c["label"] == out["statics"]["best"]),
+                None)
+    if run is None or items is None or best is None:
+        return None
+    found = same_items_1x(items, run.records, best["variant"], slo_ms)
+    return None if found is None else {"static": best["label"], "variant": best["variant"],
+                                       **found}
 
 
 def knobs_png(png: Path) -> Path:

@@ -91,6 +91,9 @@ def checks(out: dict[str, Any], policy: str) -> dict[str, Any]:
     if one_x is not None:  # at 1x the adaptive policy keeps the static's accuracy
         res["accuracy_1x_gap_pts"] = 100 * (static.accuracy_of_satisfied
                                            - one_x.accuracy_of_satisfied)
+    same = out.get("accuracy_1x_same_items")
+    if same:  # the same at 1x on the same items: the static's accuracy where RAMSIS answered
+        res["accuracy_1x_gap_same_items_pts"] = same["gap_pts"]
     for kind in kinds:  # the simulator's prediction of the live ratios
         s_static, s_adapt = sims[f"{kind}_static_2x"], sims.get(f"{kind}_{policy}_2x")
         if s_adapt is not None:
@@ -100,6 +103,8 @@ def checks(out: dict[str, Any], policy: str) -> dict[str, Any]:
         "correct_ratio>=1.5": res["correct_ratio"] >= 1.5,
         **({"accuracy_1x_within_1pt": res["accuracy_1x_gap_pts"] <= 1.0}
            if "accuracy_1x_gap_pts" in res else {}),
+        **({"accuracy_1x_same_items_within_1pt": res["accuracy_1x_gap_same_items_pts"] <= 1.0}
+           if "accuracy_1x_gap_same_items_pts" in res else {}),
         "attainment_admitted>=95%": res["adaptive_attainment_admitted"] >= 0.95,
         "overhead_ratio<=1.3": res["overhead_ratio"] <= 1.3,
         "memory<=6GiB": res["memory_total_mib"] <= 6 * 1024,

@@ -93,6 +93,7 @@ class SimPhaseResult:
     knobs: dict[str, KnobMetrics] = field(default_factory=dict)  # "<kind>_<run>", seeds pooled
     # "<kind>_<run>": accuracy on the items it sent, seeds pooled (bench/experiments/adaptive_vs_static/item_accuracy.py)
     item_accuracy: dict[str, float | None] = field(default_factory=dict)
+    items: ItemTable | None = None  # every variant's correctness on the items the runs sent
 
 
 @dataclass(frozen=True)
@@ -280,13 +281,13 @@ def simulate_runs(settings: LiveBenchSettings, inputs: SimPhaseInputs) -> SimPha
     """Phase 4 from the live runs' records (see module doc)."""
     setup = family_setup(inputs.configs.args, settings.family)
     cal = calibration(settings, inputs)
-    result = SimPhaseResult(_sim_inputs(settings, inputs, cal, setup), {}, {})
+    items = measure_items(settings.family, setup.cfg.paths.models_dir)
+    result = SimPhaseResult(_sim_inputs(settings, inputs, cal, setup), {}, {}, items=items)
     predicted = predicted_runs(settings, inputs)
     front = front_of(settings, inputs, cal, predicted, setup.profile)
     result.inputs[FRONT_KIND] = None if front is None else {**front.model.to_dict(),
                                                             "model_cores": {}}
     kinds = [k for k in SIM_KINDS if k != FRONT_KIND or front is not None]
-    items = measure_items(settings.family, setup.cfg.paths.models_dir)
     result.inputs["item_accuracy"] = items.by_variant()  # the variants on the items sent
     for run in in_live_order(settings, inputs, predicted):
         policy = run_policy(run.args, setup, settings.family)

@@ -210,6 +210,7 @@ def test_the_knobs_section_compares_the_adaptive_policy_with_every_static() -> N
         knobs_report,
         knobs_section,
         static_labels,
+        utility_checks,
     )
 
     statics = {"best": "g0", "configs": [{"label": "g8"}, {"label": "g0"}]}
@@ -231,6 +232,16 @@ def test_the_knobs_section_compares_the_adaptive_policy_with_every_static() -> N
     assert labels == {"static_2x": "g0", "static_g8_2x": "g8"}
     text = knobs_report(section, labels)
     assert "g0 (best static)" in text and "g8 (static)" in text and "g8 x3.00" in text
+    # OTAS's figure is judged against the best fixed configuration: the least of the ratios
+    # (simcal ran only the best static here)
+    judged = utility_checks(section)
+    assert judged["utility_over_best_static"] == pytest.approx(1.5)
+    assert judged["simcal_utility_over_best_static"] == pytest.approx(1.5)
+    assert judged["pass"] == {"utility>=1.1x_best_static": True}
+    live["otas_2x"] = KnobMetrics(10.0, 100, 90, 42.0, 80.0, 90)  # 1.05x g0's utility
+    assert utility_checks(knobs_section(live, {}, "otas", statics))["pass"] == {
+        "utility>=1.1x_best_static": False}
+    assert utility_checks({"utility_over_statics": {}}) == {}
 
 
 def test_the_simulator_phase_reads_the_best_static_and_the_others_from_the_run() -> None:

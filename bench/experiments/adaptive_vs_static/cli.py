@@ -86,6 +86,7 @@ FIGURES = {"goodput_ratio>=2": ("goodput_ratio", ">= 2.0"),
            "correct_ratio>=1.5": ("correct_ratio", ">= 1.5"),
            "accuracy_1x_within_1pt": ("accuracy_1x_gap_pts", "<= 1.0"),
            "accuracy_1x_same_items_within_1pt": ("accuracy_1x_gap_same_items_pts", "<= 1.0"),
+           "utility>=1.1x_best_static": ("utility_over_best_static", ">= 1.1"),
            "attainment_admitted>=95%": ("adaptive_attainment_admitted", ">= 0.95"),
            "overhead_ratio<=1.3": ("overhead_ratio", "<= 1.3"),
            "memory<=6GiB": ("memory_total_mib", "<= 6144")}

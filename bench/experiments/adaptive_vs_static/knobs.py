@@ -66,6 +66,25 @@ def knobs_section(live: Mapping[str, KnobMetrics], sim: Mapping[str, KnobMetrics
     return out
 
 
+UTILITY_TARGET = 1.10  # OTAS: utility at 2x >= 1.10x the best fixed gamma's
+
+
+def utility_checks(section: Mapping[str, Any]) -> dict[str, Any]:
+    """The adaptive run's utility over the best static configuration's at 2x (the least of
+    its ratios over every static), live ("utility_over_best_static", judged) and per
+    simulator kind ("<kind>_utility_over_best_static"); empty without two statics' runs."""
+    res: dict[str, Any] = {}
+    for src, per in section.get("utility_over_statics", {}).items():
+        found = [v for v in per.values() if v is not None]
+        if found:
+            key = "utility_over_best_static" if src == "live" else f"{src}_utility_over_best_static"
+            res[key] = min(found)
+    if "utility_over_best_static" in res:
+        res["pass"] = {"utility>=1.1x_best_static":
+                       res["utility_over_best_static"] >= UTILITY_TARGET}
+    return res
+
+
 def _fmt(x: float | None, spec: str = ".2f") -> str:
     return "-" if x is None else format(x, spec)
 

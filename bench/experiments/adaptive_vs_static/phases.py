@@ -15,7 +15,12 @@ from bench.core.probe import app_replicas, serve_memory
 from bench.core.run_report import plot_runs
 from bench.experiments.adaptive_vs_static.family import FamilySetup, family_setup
 from bench.experiments.adaptive_vs_static.item_accuracy import ItemTable, same_items_1x
-from bench.experiments.adaptive_vs_static.knobs import knobs_of, plot_knobs, static_labels
+from bench.experiments.adaptive_vs_static.knobs import (
+    knobs_of,
+    plot_knobs,
+    static_labels,
+    utility_checks,
+)
 from bench.experiments.adaptive_vs_static.report import checks
 from bench.experiments.adaptive_vs_static.session import LiveSession, LoadRun
 from bench.experiments.adaptive_vs_static.settings import (
@@ -190,6 +195,10 @@ def run_live(settings: LiveBenchSettings) -> dict[str, Any]:
     out["series"] = sim.series
     out["checks"] = checks(out, a.policy)
     out["knobs"] = knobs_of(a, out, {n: r.records for n, r in runs.items()}, sim.knobs)
+    if a.utilities:  # OTAS's figure: utility over the best fixed configuration
+        utility = utility_checks(out["knobs"])
+        out["checks"]["pass"].update(utility.pop("pass", {}))
+        out["checks"].update(utility)
     best = out["statics"]["best"]
     shown = {k: v for k, v in sim.series.items() if not k.split(" ", 1)[1].startswith("static_")
              or k.endswith(" static_2x")}  # the other static configurations: in the knobs plot

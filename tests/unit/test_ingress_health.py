@@ -143,6 +143,8 @@ async def _killed_with_nothing_in_flight() -> tuple[float, int]:
 async def _waiting_when_the_family_goes_down() -> tuple[Any, int]:
     service = service_of(lambda call: None)
     live = FamilyLiveness(["m"], FAST)
+    # the family was up (a family still starting waits out its grace: Serve is building it)
+    live._set("m", after_probe(live.states["m"], ProbeResult(1), time.time(), FAST))
     service.liveness = live
     hanging = type("H", (), {"classify_many": type("M", (), {
         "remote": staticmethod(lambda calls: _Hanging())})()})()

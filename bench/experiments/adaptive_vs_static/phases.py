@@ -113,6 +113,9 @@ def _capacity(b: Bench, session: LiveSession, setup: FamilySetup,
     best = b.settings.load_of or best_static({label: c["live_qps"] for label, c in caps.items()})
     if best not in caps:
         raise ValueError(f"--load-of {best!r} is not a static configuration: {sorted(caps)}")
+    if caps[best]["live_qps"] <= 0:
+        raise RuntimeError(f"static {best} answered nothing within the SLO in its ramp (records "
+                           f"in {b.settings.records}): no capacity to run at 2x of")
     return {"deploy_static_s": deploy_s[best], "capacity": caps[best],
             "statics": {"spec": b.settings.statics, "best": best, "deploy_s": deploy_s,
                         "configs": [st.to_dict() for st in statics], "capacity": caps}}

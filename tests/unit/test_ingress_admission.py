@@ -184,9 +184,11 @@ def test_an_slo_below_what_the_server_can_ever_do_is_unachievable() -> None:
     admission = Admission(cat, {"f": FamilyCapacity(replicas=1, max_queued_items=256)})
     assert admission.fastest_answer_ms("f", NOW_S) == 0.0  # none yet: the profile decides
     admission.answered("f", 0.004, NOW_S - 31)  # forgotten: older than ANSWERS_FRESH_S
-    for latency_s in (0.009, 0.0065, 0.02):
+    admission.answered("f", 0.3, NOW_S - 1)  # one slow (cold) answer alone refuses nothing
+    assert admission.fastest_answer_ms("f", NOW_S) == 0.0
+    for latency_s in (0.009, 0.0065, 0.02, 0.01, 0.011, 0.012, 0.013):
         admission.answered("f", latency_s, NOW_S - 1)
-    assert admission.fastest_answer_ms("f", NOW_S) == pytest.approx(6.5)
+    assert admission.fastest_answer_ms("f", NOW_S) == pytest.approx(6.5)  # 8 fresh answers
     assert admission.fastest_answer_ms("f", NOW_S + 40) == 0.0  # all forgotten
 
     def code(slo_ms: float, budget_ms: float | None = None) -> str | None:

@@ -60,6 +60,8 @@ def per_item_s(task: TaskInfo) -> float:
 
 
 ANSWERS_KEPT, ANSWERS_FRESH_S = 64, 30.0  # the path's fastest answer: over what it is taken
+ANSWERS_MIN = 8  # fresh answers before the fastest of them can refuse (one cold answer could,
+# and the refusals it caused left no faster answer to replace it for 30 s)
 
 
 class DrainEstimate:
@@ -117,11 +119,12 @@ class Admission:
 
     def fastest_answer_ms(self, family: str, now_s: float) -> float:
         """The least entry-to-answer time among this ingress's last ANSWERS_KEPT answers of the
-        family within ANSWERS_FRESH_S (0: none): what the whole path can do at best, model run
-        included. Kept short and recent so that a slow answer (a cold replica) cannot refuse
-        every tighter request for good: once forgotten, requests are tried again."""
+        family within ANSWERS_FRESH_S (0: fewer than ANSWERS_MIN of them): what the whole path
+        can do at best, model run included. Kept short and recent, and taken over several
+        answers, so that a slow answer (a cold replica) cannot refuse every tighter request:
+        one slow first answer refused every request of a live benchmark for 30 s at a time."""
         fresh = [s for t, s in self._answers.get(family, ()) if now_s - t <= ANSWERS_FRESH_S]
-        return min(fresh) * 1000.0 if fresh else 0.0
+        return min(fresh) * 1000.0 if len(fresh) >= ANSWERS_MIN else 0.0
 
     def inflight(self, family: str) -> int:
         return self._inflight[family]

@@ -4,6 +4,9 @@
     python -m bench <experiment> --help          its flags
     python -m bench --repeats 3 <experiment> ... run it 3 times (Results out.r1.json ...) and
                                                  write out.json: each check's median and range
+    python -m bench --repeats 3 --keep-repeats <experiment> ...
+                                                 the same, keeping each out.rN.json that the same
+                                                 command already wrote (an interrupted series)
 
 Each experiment writes one `Result` (bench/core/result.py) to its `--out`.
 """
@@ -80,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
         description=__doc__, epilog="experiments:\n" + listing)
     parser.add_argument("--repeats", type=int, default=1,
                         help="run the experiment this many times and summarise its checks")
+    parser.add_argument("--keep-repeats", action="store_true",
+                        help="with --repeats: keep a repeat's Result that the same command "
+                             "already wrote instead of running it again")
     parser.add_argument("experiment", choices=sorted(EXPERIMENTS), metavar="experiment")
     return parser
 
@@ -122,20 +128,37 @@ def summarise(results: list[dict[str, Any]]) -> list[Check]:
     return out
 
 
-def repeat(name: str, argv: list[str], repeats: int) -> int:
+def kept_repeat(path: Path, name: str, argv: list[str]) -> bool:
+    """`path` holds a Result written as a repeat of this very command (`--repeats N name
+    argv`, whatever N): the same experiment and flags, so it may stand for that repeat."""
+    if not path.is_file():
+        return False
+    try:
+        command = str(read_result(path)["header"]["command"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return "--repeats" in command and command.endswith(" ".join([name, *argv]))
+
+
+def repeat(name: str, argv: list[str], repeats: int, keep: bool = False) -> int:
     out, at = _out_of(argv)
     if out is None:
         raise SystemExit("--repeats needs the experiment's --out PATH (each repeat writes beside it)")
-    run, codes, paths = Run(), [], []
+    run, codes, paths, kept = Run(), [], [], []
     for i in range(1, repeats + 1):
         path = out.with_suffix(f".r{i}{out.suffix}")
         args = list(argv)
         args[at] = f"--out={path}" if args[at].startswith("--out=") else str(path)
-        codes.append(run_experiment(name, args))
+        if keep and kept_repeat(path, name, argv):
+            print(f"repeat {i}: kept {path} (written by this command before)")
+            codes.append(0)
+            kept.append(str(path))
+        else:
+            codes.append(run_experiment(name, args))
         paths.append(str(path))
     results = [read_result(Path(p)) for p in paths]
     checks = summarise(results)
-    run.write(out, {"repeats": paths, "exit_codes": codes},
+    run.write(out, {"repeats": paths, "exit_codes": codes, "kept": kept},
               settings={"experiment": name, "argv": argv, "repeats": repeats}, checks=checks)
     for c in checks:
         print(f"{c.name}: {c.value.get('median', c.value['values'])} (target {c.target}, "
@@ -152,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv[:split + 1])
     rest = argv[split + 1:]
     if args.repeats > 1:
-        return repeat(args.experiment, rest, args.repeats)
+        return repeat(args.experiment, rest, args.repeats, args.keep_repeats)
     return run_experiment(args.experiment, rest)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.__main__ import EXPERIMENTS, main, summarise
+from bench.__main__ import EXPERIMENTS, kept_repeat, main, summarise
 from bench.core.cli import experiment_parser
 from bench.core.result import Check, Run, all_ok, checks_from_flags, read_result
 from bench.core.stats import percentile, percentile_or_nan
@@ -68,6 +68,23 @@ def test_repeats_summarise_median_range_and_majority() -> None:
     assert check.value["max"] == 2.5 and check.ok is True
     runs[1]["checks"][0].update(value=1.9, ok=False)
     assert summarise(runs)[0].ok is False
+
+
+def test_a_repeat_is_kept_only_when_the_same_command_wrote_it(tmp_path: Path) -> None:
+    argv = ["--family", "f", "--out", str(tmp_path / "x.json")]
+    path = tmp_path / "x.r1.json"
+    assert not kept_repeat(path, "adaptive-vs-static", argv)  # not there
+    def write(command: str) -> None:
+        path.write_text(json.dumps({"header": {"command": command}, "settings": {},
+                                    "checks": [], "data": {}}))
+    write("python bench/__main__.py --repeats 3 adaptive-vs-static " + " ".join(argv))
+    assert kept_repeat(path, "adaptive-vs-static", argv)
+    assert not kept_repeat(path, "adaptive-vs-static", ["--family", "g", *argv[2:]])
+    assert not kept_repeat(path, "single-request", argv)
+    write("python bench/__main__.py adaptive-vs-static " + " ".join(argv))  # not a repeat
+    assert not kept_repeat(path, "adaptive-vs-static", argv)
+    path.write_text("not json")
+    assert not kept_repeat(path, "adaptive-vs-static", argv)
 
 
 def test_every_registered_experiment_imports_and_has_main() -> None:

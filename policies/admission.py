@@ -6,18 +6,30 @@ Why a concurrency limit: a request admitted while `limit` others are in flight w
 them; by Little's law the limit that keeps latency within the SLO is about throughput x SLO,
 and both move with the machine's state (neighbours, the variants the policy picks). Nobody can
 type that number into a config, so it is learned: every `window` completions, if more than
-`max_late_share` of them were later than `late_fraction` of their SLO the limit shrinks by
-`decrease`; if at most half that share was late and the limit was reached in the window it
-grows by max(1, `increase` x limit) (additive-or-proportional increase, multiplicative
+`max_late_share` of them were late (below) the limit shrinks by `decrease`; if at most half
+that share was late and the limit was reached in the window it grows by max(1, `increase` x limit) (additive-or-proportional increase, multiplicative
 decrease, as TCP and Envoy's adaptive concurrency do). One late answer in a window must not
 shrink the limit (a neighbour's burst, a GC pause): the share tolerated is what the SLO target
 (>= 95 % of admitted in time) leaves, with a margin.
 A request beyond the limit is refused at once: it costs the proxy one JSON answer instead of
 the whole stack's time, so refusals stay cheap when offered load is many times capacity.
+
+Late means past `late_fraction` of the slack the SLO leaves above the family's unloaded latency:
+past base + late_fraction x (SLO - base), base the least latency of the last `base_samples`
+answers to requests admitted alone (nothing else of the family in flight; under a sustained
+overload none is, so the base kept is the one measured before it, and a door that never saw an
+unloaded answer judges by the SLO alone: base 0).
+Measured against the SLO alone (late past 0.6 x SLO), a family whose model takes half the SLO
+unloaded (a 60-90 ms ViT under a 200 ms SLO) was late as soon as one request waited behind
+another: the limit fell to 1, the path's work could no longer overlap the model's, and under
+overload the family served 55-80% of the capacity its own ramp measured, while its policy, shown
+a queue of one, never degraded (the door dropped instead). For light families (base ~20 ms) the
+threshold is about what it was (128 ms instead of 120 at a 200 ms SLO).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 
@@ -26,10 +38,12 @@ class LimiterSettings:
     initial_limit: int = 16
     min_limit: int = 1
     max_limit: int = 1024
-    # later than this share of its SLO: a late completion. Well below 1, so the limit holds
-    # the stack's queue short enough that the ingress's own deadline check (the second line)
-    # almost never refuses a request after it queued (those 429s came after 100-700 ms)
+    # later than base + this share of (SLO - base), base the unloaded latency: a late
+    # completion. Well below 1, so the limit holds the stack's queue short enough that the
+    # ingress's own deadline check (the second line) almost never refuses a request after it
+    # queued (those 429s came after 100-700 ms)
     late_fraction: float = 0.6
+    base_samples: int = 256  # answers whose least latency is the unloaded latency (0: base 0)
     max_late_share: float = 0.04  # of a window's completions, before the limit shrinks
     decrease: float = 0.9  # the limit's factor when a window was late
     increase: float = 0.1  # a clean saturated window adds max(1, increase x limit)
@@ -46,6 +60,8 @@ class LimiterSettings:
             raise ValueError("need 0 < decrease < 1, late_fraction > 0, window >= 1")
         if not 0 <= self.busy_fraction <= 1:
             raise ValueError("need 0 <= busy_fraction <= 1")
+        if self.base_samples < 0:
+            raise ValueError("need base_samples >= 0")
 
 
 class ConcurrencyLimiter:
@@ -60,6 +76,23 @@ class ConcurrencyLimiter:
         self.saturated = False
         self.refused = 0
         self.peak = 0  # the most in flight during the window
+        self._answered: deque[float] = deque(maxlen=settings.base_samples)
+
+    @property
+    def base_s(self) -> float:
+        """The unloaded latency: the least of the last `base_samples` unloaded answers' latency
+        (0 before any)."""
+        return min(self._answered) if self._answered else 0.0
+
+    @property
+    def unloaded_answers(self) -> int:
+        """Unloaded answers the base is taken over now (at most `base_samples`)."""
+        return len(self._answered)
+
+    def late_after_s(self, slo_s: float) -> float:
+        """A completion later than this is late: base + late_fraction x (SLO - base)."""
+        base = self.base_s
+        return base + self.settings.late_fraction * (slo_s - base)
 
     def try_acquire(self) -> bool:
         """Admit one request (the caller must `release` it) or refuse it."""
@@ -71,13 +104,19 @@ class ConcurrencyLimiter:
         self.peak = max(self.peak, self.inflight)
         return True
 
-    def release(self, latency_s: float, slo_s: float | None, failed: bool = False) -> None:
+    def release(self, latency_s: float, slo_s: float | None, failed: bool = False,
+                unloaded: bool = False) -> None:
         """A request admitted earlier has been answered after `latency_s` (its SLO `slo_s`,
-        None when unknown); `failed`: it was not answered in time (deadline_exceeded, 5xx)."""
+        None when unknown); `failed`: it was not answered in time (deadline_exceeded, 5xx);
+        `unloaded`: a 2xx answer to a request admitted alone (`try_acquire` left `inflight` at
+        1), so its latency is the unloaded one (a 4xx or a failure says nothing of a model run)."""
         self.inflight = max(self.inflight - 1, 0)
         self.done += 1
         s = self.settings
-        if failed or (slo_s is not None and latency_s > s.late_fraction * slo_s):
+        late = failed or (slo_s is not None and latency_s > self.late_after_s(slo_s))
+        if unloaded and not failed and self._answered.maxlen:
+            self._answered.append(latency_s)
+        if late:
             self.late += 1
         if self.done >= s.window:
             self._adjust()

@@ -35,7 +35,7 @@ def test_one_late_answer_in_a_window_does_not_shrink_the_limit() -> None:
 
 
 def test_late_window_shrinks_limit_and_clean_saturated_window_grows_it() -> None:
-    s = LimiterSettings(initial_limit=10, window=4, decrease=0.5)
+    s = LimiterSettings(initial_limit=10, window=4, decrease=0.5, base_samples=0)
     lim = ConcurrencyLimiter(s)
     for _ in range(4):
         lim.try_acquire()
@@ -61,6 +61,49 @@ def test_failures_count_as_late_and_limit_stays_within_bounds() -> None:
     assert lim.limit == 1.0
     with pytest.raises(ValueError):
         LimiterSettings(initial_limit=0)
+
+
+def test_late_is_measured_on_the_slack_above_the_unloaded_latency() -> None:
+    # a model that takes 90 ms unloaded under a 200 ms SLO: one request waiting behind another
+    # (130 ms) is not late; within 0.6 of the 110 ms slack (156 ms) it still is not; past it is
+    lim = ConcurrencyLimiter(LimiterSettings(initial_limit=4, window=10, decrease=0.5))
+    for _ in range(10):
+        lim.try_acquire()
+        lim.release(0.09, 0.2, unloaded=True)
+    assert lim.base_s == pytest.approx(0.09) and lim.late_after_s(0.2) == pytest.approx(0.156)
+    for _ in range(10):
+        lim.try_acquire()
+        lim.release(0.13, 0.2)
+    assert lim.limit == 4.0
+    for _ in range(10):
+        lim.try_acquire()
+        lim.release(0.17, 0.2)
+    assert lim.limit == 2.0
+    # measured against the SLO alone (no base), the same 130 ms answers were late
+    old = ConcurrencyLimiter(LimiterSettings(initial_limit=4, window=10, decrease=0.5,
+                                             base_samples=0))
+    for _ in range(10):
+        old.try_acquire()
+        old.release(0.13, 0.2)
+    assert old.base_s == 0.0 and old.limit == 2.0
+
+
+def test_only_unloaded_answers_set_the_unloaded_latency() -> None:
+    lim = ConcurrencyLimiter(LimiterSettings(initial_limit=4, window=100, base_samples=3))
+    assert lim.base_s == 0.0 and lim.late_after_s(0.2) == pytest.approx(0.12)
+    lim.try_acquire()
+    lim.release(0.09, 0.2, unloaded=True)
+    lim.try_acquire()
+    lim.release(0.05, 0.2)  # admitted beside others (a loaded answer): not a base sample
+    lim.try_acquire()
+    lim.release(0.003, 0.2, failed=True, unloaded=True)  # a fast 5xx / 429
+    assert lim.base_s == pytest.approx(0.09)
+    for latency in (0.10, 0.11, 0.12):  # the window moves on: the 90 ms answer drops out
+        lim.try_acquire()
+        lim.release(latency, 0.2, unloaded=True)
+    assert lim.base_s == pytest.approx(0.10)
+    with pytest.raises(ValueError, match="base_samples"):
+        LimiterSettings(base_samples=-1)
 
 
 def test_peek_reads_model_and_slo_and_rejects_non_bodies() -> None:
@@ -178,7 +221,8 @@ def test_a_429_from_behind_counts_as_late() -> None:
 def test_a_late_window_with_few_in_flight_keeps_the_limit_when_busy_fraction_asks() -> None:
     """busy_fraction 0.5: lateness while in flight stayed under half the limit is the machine's,
     not the queue's: the limit stays; the same lateness with the limit half reached shrinks it."""
-    s = LimiterSettings(initial_limit=10, window=4, decrease=0.5, busy_fraction=0.5)
+    s = LimiterSettings(initial_limit=10, window=4, decrease=0.5, busy_fraction=0.5,
+                        base_samples=0)  # late past 0.6 x SLO, whatever the answers took
     lim = ConcurrencyLimiter(s)
     for _ in range(4):  # one at a time, all late
         lim.try_acquire()
@@ -191,6 +235,40 @@ def test_a_late_window_with_few_in_flight_keeps_the_limit_when_busy_fraction_ask
     assert lim.limit == 5.0
     with pytest.raises(ValueError):
         LimiterSettings(busy_fraction=1.5)
+
+
+def test_the_door_takes_the_unloaded_latency_from_2xx_answers_admitted_alone() -> None:
+    async def answering(scope: Any, receive: Any, send: Any) -> None:
+        status = 400 if b'"bad"' in (await receive())["body"] else 200
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def scenario() -> None:
+        door = FrontDoor(answering, LimiterSettings(initial_limit=10))
+        body = json.dumps({"model": "m", "slo": {"latency_ms": 10_000}}).encode()
+        bad = json.dumps({"model": "m", "slo": {"latency_ms": 10_000}, "x": "bad"}).encode()
+        assert (await _call(door, "/v1/classify", [bad]))[0] == 400
+        assert door.limiters["m"].base_s == 0.0  # a 4xx: not a model run
+        assert (await _call(door, "/v1/classify", [body]))[0] == 200
+        assert door.limiters["m"].base_s > 0.0
+    asyncio.run(scenario())
+
+    async def beside_another() -> None:
+        down = Downstream()
+        door = FrontDoor(down, LimiterSettings(initial_limit=10))
+        body = json.dumps({"model": "m", "slo": {"latency_ms": 10_000}}).encode()
+        first = asyncio.create_task(_call(door, "/v1/classify", [body]))
+        await asyncio.sleep(0.01)
+        second = asyncio.create_task(_call(door, "/v1/classify", [body]))
+        await asyncio.sleep(0.01)
+        assert door.limiters["m"].inflight == 2
+        down.gate.set()
+        await first
+        await second
+        # the first was admitted alone, the second beside it: only the first is a base sample
+        assert door.limiters["m"].unloaded_answers == 1
+    asyncio.run(beside_another())
 
 
 @pytest.mark.parametrize("error_type, limit", [(b"unavailable", 10.0), (b"internal_error", 5.0)])

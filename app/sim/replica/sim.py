@@ -116,6 +116,7 @@ class _Simulation:
         self.door = (None if cfg.front_door is None
                      else door if door is not None else ConcurrencyLimiter(cfg.front_door))
         self.backlog: deque[int] = deque()  # calls waiting in the router
+        self.alone: set[int] = set()  # calls the door admitted with nothing else in flight
         self.answers: dict[int, Answer] = {}  # items answered, their call not yet complete
         self.left = [cfg.job_size] * len(self.send_s)  # items of each call not yet answered
         self.done: dict[int, RequestRecord] = {}
@@ -131,6 +132,8 @@ class _Simulation:
     def on_door(self, now: float, call: int) -> None:
         """The proxy's concurrency limit admits the call on its way, or refuses it at once."""
         if self.door is not None and self.door.try_acquire():
+            if self.door.inflight == 1:
+                self.alone.add(call)
             self.kernel.at(now + self.calls[call].to_replica_s, Priority.CALL, self.on_send, call)
             return
         if self.front is not None:
@@ -244,7 +247,9 @@ class _Simulation:
         t = self.send_s[call]
         latency_ms = 1000.0 * (now + self.calls[call].back_s - t)
         if self.door is not None:
-            self.door.release(latency_ms / 1000.0, self.cfg.slo_ms / 1000.0)
+            self.door.release(latency_ms / 1000.0, self.cfg.slo_ms / 1000.0,
+                              unloaded=call in self.alone)
+            self.alone.discard(call)
         for i in range(call * size, (call + 1) * size):
             a = self.answers.pop(i)
             self.done[i] = RequestRecord(

@@ -218,6 +218,7 @@ class FrontDoor:
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             return
+        alone = limiter.inflight == 1  # nothing else of the family in flight: unloaded
         headers = dict(scope.get("headers") or [])
         raw = headers.get(HEADER.lower().encode())
         arrival = arrival_from(raw.decode("latin-1") if raw else None, entry_s, 1.0, 60.0)
@@ -235,4 +236,5 @@ class FrontDoor:
             # for what this limit let in: it counts as late, as 5xx answers do; a family with
             # no live replica (503 unavailable, ingress health) says nothing about the limit
             failed = (status["code"] >= 500 or status["code"] == 429) and not status["unavailable"]
-            limiter.release(time.time() - arrival.time_s, slo_s, failed=failed)
+            limiter.release(time.time() - arrival.time_s, slo_s, failed=failed,
+                            unloaded=alone and 200 <= status["code"] < 300)

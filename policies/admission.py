@@ -7,8 +7,9 @@ them; by Little's law the limit that keeps latency within the SLO is about throu
 and both move with the machine's state (neighbours, the variants the policy picks). Nobody can
 type that number into a config, so it is learned: every `window` completions, if more than
 `max_late_share` of them were late (below) the limit shrinks by `decrease`; if at most half
-that share was late and the limit was reached in the window it grows by max(1, `increase` x limit) (additive-or-proportional increase, multiplicative
-decrease, as TCP and Envoy's adaptive concurrency do). One late answer in a window must not
+that share was late and the limit was reached in the window it grows by max(1, `increase` x
+limit) (additive-or-proportional increase, multiplicative decrease, as TCP and Envoy's
+adaptive concurrency do). One late answer in a window must not
 shrink the limit (a neighbour's burst, a GC pause): the share tolerated is what the SLO target
 (>= 95 % of admitted in time) leaves, with a margin.
 A request beyond the limit is refused at once: it costs the proxy one JSON answer instead of
@@ -114,7 +115,7 @@ class ConcurrencyLimiter:
         self.done += 1
         s = self.settings
         late = failed or (slo_s is not None and latency_s > self.late_after_s(slo_s))
-        if unloaded and not failed and self._answered.maxlen:
+        if unloaded and not failed:  # (base_samples 0: the deque keeps nothing)
             self._answered.append(latency_s)
         if late:
             self.late += 1

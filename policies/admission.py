@@ -26,6 +26,16 @@ another: the limit fell to 1, the path's work could no longer overlap the model'
 overload the family served 55-80% of the capacity its own ramp measured, while its policy, shown
 a queue of one, never degraded (the door dropped instead). For light families (base ~20 ms) the
 threshold is about what it was (128 ms instead of 120 at a 200 ms SLO).
+
+A family whose policy degrades (RAMSIS, OTAS, MOSEL: the scheduler registry's `degrades`; the
+ingress says so on each answer, the simulator knows its scheduler) is judged against
+`degrading_late_fraction` of the slack instead: such a policy plans each batch to its deadline,
+spending the slack on accuracy while the queue is short and trading accuracy for time as it
+grows, so an answer at 0.7 of the slack is the policy at work, not congestion. Judged at 0.6,
+the door shrank the limit before any queue formed and the policy never saw the load it degrades
+for (RAMSIS on the ladder at 2x the most accurate variant's capacity: 1.07x its goodput at 0.6,
+1.85x at 0.9, 99.3% of admitted in time; docs/live.md). A static family keeps 0.6: for it a late
+answer only means a longer queue, which the ingress would refuse after it waited.
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ class LimiterSettings:
     # ingress's own deadline check (the second line) almost never refuses a request after it
     # queued (those 429s came after 100-700 ms)
     late_fraction: float = 0.6
+    degrading_late_fraction: float = 0.9  # the same, for a family whose policy degrades
     base_samples: int = 256  # answers whose least latency is the unloaded latency (0: base 0)
     max_late_share: float = 0.04  # of a window's completions, before the limit shrinks
     decrease: float = 0.9  # the limit's factor when a window was late
@@ -57,8 +68,10 @@ class LimiterSettings:
     def __post_init__(self) -> None:
         if not 1 <= self.min_limit <= self.initial_limit <= self.max_limit:
             raise ValueError("need 1 <= min_limit <= initial_limit <= max_limit")
-        if not (0 < self.decrease < 1 and self.late_fraction > 0 and self.window >= 1):
-            raise ValueError("need 0 < decrease < 1, late_fraction > 0, window >= 1")
+        if not (0 < self.decrease < 1 and self.late_fraction > 0
+                and self.degrading_late_fraction > 0 and self.window >= 1):
+            raise ValueError("need 0 < decrease < 1, late_fraction > 0, "
+                             "degrading_late_fraction > 0, window >= 1")
         if not 0 <= self.busy_fraction <= 1:
             raise ValueError("need 0 <= busy_fraction <= 1")
         if self.base_samples < 0:
@@ -77,6 +90,7 @@ class ConcurrencyLimiter:
         self.saturated = False
         self.refused = 0
         self.peak = 0  # the most in flight during the window
+        self.degrades = False  # the family's policy degrades (as its last answer said)
         self._answered: deque[float] = deque(maxlen=settings.base_samples)
 
     @property
@@ -91,9 +105,12 @@ class ConcurrencyLimiter:
         return len(self._answered)
 
     def late_after_s(self, slo_s: float) -> float:
-        """A completion later than this is late: base + late_fraction x (SLO - base)."""
+        """A completion later than this is late: base + late_fraction x (SLO - base)
+        (`degrading_late_fraction` for a family whose policy degrades)."""
         base = self.base_s
-        return base + self.settings.late_fraction * (slo_s - base)
+        s = self.settings
+        fraction = s.degrading_late_fraction if self.degrades else s.late_fraction
+        return base + fraction * (slo_s - base)
 
     def try_acquire(self) -> bool:
         """Admit one request (the caller must `release` it) or refuse it."""
@@ -106,11 +123,15 @@ class ConcurrencyLimiter:
         return True
 
     def release(self, latency_s: float, slo_s: float | None, failed: bool = False,
-                unloaded: bool = False) -> None:
+                unloaded: bool = False, degrades: bool | None = None) -> None:
         """A request admitted earlier has been answered after `latency_s` (its SLO `slo_s`,
         None when unknown); `failed`: it was not answered in time (deadline_exceeded, 5xx);
         `unloaded`: a 2xx answer to a request admitted alone (`try_acquire` left `inflight` at
-        1), so its latency is the unloaded one (a 4xx or a failure says nothing of a model run)."""
+        1), so its latency is the unloaded one (a 4xx or a failure says nothing of a model run);
+        `degrades`: whether the family's policy degrades, as the answer says (None: it does not
+        say; the last word stands)."""
+        if degrades is not None:
+            self.degrades = degrades
         self.inflight = max(self.inflight - 1, 0)
         self.done += 1
         s = self.settings

@@ -31,6 +31,8 @@ class FamilyOut(BaseModel):
     modalities: list[str]
     default_task: str
     policy: str
+    degrades: bool = Field(description="under load its policy trades accuracy for time "
+                                       "(a cheaper variant, fewer tokens or modalities)")
     latency_percentile: str
     tasks: list[TaskOut]
 

@@ -40,6 +40,7 @@ from deployments.ingress.metrics import IngressMetrics
 from deployments.ingress.openapi import declare_api
 from deployments.ingress.proxy.auth import ApiKeys, load_keys
 from deployments.ingress.proxy.edge import AuthGate, BodyRefused, edge_from_env, read_body
+from deployments.ingress.proxy.front_door import DEGRADES_HEADER
 
 log = logging.getLogger(__name__)
 CONTROL_TIMEOUT_S = 3.0
@@ -106,8 +107,8 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
     @app.post("/v1/classify")
     async def classify(request: Request) -> Response:
         arrival = _arrival(request, service.http, metrics)
-        return await guarded("classify", metrics,
-                             lambda: _body(request, arrival, service.classify, http))
+        return await guarded("classify", metrics, lambda: _body(
+            request, arrival, lambda body, a: _classified(service, body, a), http))
 
     @app.post("/v1/jobs")
     async def jobs(request: Request) -> Response:
@@ -205,6 +206,14 @@ def _arrival(request: Request, http: HttpConfig, metrics: IngressMetrics) -> Arr
                            http.request_start_max_skew_s, http.request_start_max_age_s)
     metrics.observe_arrival(arrival)
     return arrival
+
+
+async def _classified(service: IngressService, body: bytes, arrival: Arrival) -> Response:
+    """The classify answer, saying whether the family's policy degrades: the front door judges
+    the family's lateness by it (proxy/front_door.py) and takes the header off."""
+    answer, family = await service.classify_family(body, arrival)
+    return JSONResponse(answer.model_dump(),
+                        headers={DEGRADES_HEADER: "1" if family.degrades else "0"})
 
 
 async def _body(request: Request, arrival: Arrival,

@@ -37,11 +37,15 @@ from policies.schedulers.ramsis import make_jellyfish, make_model_switching, mak
 class SchedulerEntry:
     """`factory(profile, plan or None, params)`; `plan_kind`: the plan file a deployment reads
     for it (None: it runs without one); `servable`: a deployment can run it (ModelSwitching's
-    plan comes from the simulator's calibration, never from a plan file)."""
+    plan comes from the simulator's calibration, never from a plan file); `degrades`: under
+    load it trades accuracy for time (a cheaper variant, fewer tokens, fewer modalities), so
+    its answers spend the SLO's slack on purpose (the front door judges them by it:
+    policies/admission.py)."""
 
     factory: Callable[[Profile, Plan | None, Any], Scheduler]
     params_type: type[SchedulerParams]
     plan_kind: PlanKind | None
+    degrades: bool
     servable: bool = True
 
 
@@ -52,17 +56,19 @@ def _fixed(profile: Profile, plan: Plan | None, params: FixedParams | ExtremePar
 
 
 _REGISTRY: dict[str, SchedulerEntry] = {
-    "fixed": SchedulerEntry(_fixed, FixedParams, None),
-    "fastest": SchedulerEntry(_fixed, ExtremeParams, None),
-    "most_accurate": SchedulerEntry(_fixed, ExtremeParams, None),
-    "ramsis": SchedulerEntry(make_ramsis, RamsisParams, PlanKind.RAMSIS),
-    "jellyfish": SchedulerEntry(make_jellyfish, JellyfishParams, PlanKind.JELLYFISH),
+    "fixed": SchedulerEntry(_fixed, FixedParams, None, degrades=False),
+    "fastest": SchedulerEntry(_fixed, ExtremeParams, None, degrades=False),
+    "most_accurate": SchedulerEntry(_fixed, ExtremeParams, None, degrades=False),
+    "ramsis": SchedulerEntry(make_ramsis, RamsisParams, PlanKind.RAMSIS, degrades=True),
+    "jellyfish": SchedulerEntry(make_jellyfish, JellyfishParams, PlanKind.JELLYFISH,
+                                degrades=True),
     "modelswitching": SchedulerEntry(make_model_switching, ModelSwitchingParams, None,
-                                     servable=False),
-    "otas": SchedulerEntry(make_otas, OtasParams, PlanKind.OTAS),
-    "fixed_gamma": SchedulerEntry(make_otas, FixedGammaParams, PlanKind.OTAS),
-    "mosel": SchedulerEntry(make_mosel, MoselParams, PlanKind.MOSEL),
-    "all_modalities": SchedulerEntry(make_mosel, AllModalitiesParams, PlanKind.MOSEL),
+                                     degrades=True, servable=False),
+    "otas": SchedulerEntry(make_otas, OtasParams, PlanKind.OTAS, degrades=True),
+    "fixed_gamma": SchedulerEntry(make_otas, FixedGammaParams, PlanKind.OTAS, degrades=False),
+    "mosel": SchedulerEntry(make_mosel, MoselParams, PlanKind.MOSEL, degrades=True),
+    "all_modalities": SchedulerEntry(make_mosel, AllModalitiesParams, PlanKind.MOSEL,
+                                     degrades=False),
 }
 
 
@@ -85,6 +91,11 @@ def entry(name: str) -> SchedulerEntry:
     if found is None:
         raise ValueError(f"unknown scheduler {name!r}; valid: {scheduler_names()}")
     return found
+
+
+def degrades(name: str) -> bool:
+    """Whether scheduler `name` trades accuracy for time under load (SchedulerEntry.degrades)."""
+    return entry(name).degrades
 
 
 def plan_kind(name: str) -> PlanKind | None:

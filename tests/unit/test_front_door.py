@@ -289,3 +289,47 @@ def test_a_family_with_no_live_replica_does_not_shrink_the_limit(error_type: byt
         status, _, _ = await _call(door, "/v1/classify", [body])
         assert status == 503 and door.limiters["m"].limit == limit
     asyncio.run(scenario())
+
+
+def test_a_family_whose_policy_degrades_is_late_only_past_the_degrading_share() -> None:
+    # base 90 ms, SLO 200 ms: a static family is late past 156 ms (0.6 of the slack), one whose
+    # policy degrades past 189 ms (0.9): its 170 ms answers are the policy spending the slack
+    def run(degrades: bool | None) -> float:
+        lim = ConcurrencyLimiter(LimiterSettings(initial_limit=4, window=10, decrease=0.5))
+        for _ in range(10):
+            lim.try_acquire()
+            lim.release(0.09, 0.2, unloaded=True, degrades=degrades)
+        for _ in range(10):
+            lim.try_acquire()
+            lim.release(0.17, 0.2)  # no word on the policy: the last one stands
+        return lim.limit
+    assert (run(False), run(None), run(True)) == (2.0, 2.0, 4.0)
+    lim = ConcurrencyLimiter(LimiterSettings(degrading_late_fraction=0.8))
+    lim.try_acquire()
+    lim.release(0.1, 0.2, unloaded=True, degrades=True)
+    assert lim.late_after_s(0.2) == pytest.approx(0.18)
+    with pytest.raises(ValueError, match="degrading_late_fraction"):
+        LimiterSettings(degrading_late_fraction=0.0)
+
+
+@pytest.mark.parametrize("said, degrades", [(b"1", True), (b"0", False), (None, False)])
+def test_the_door_learns_from_the_ingress_whether_the_policy_degrades(said: bytes | None,
+                                                                      degrades: bool) -> None:
+    """The ingress's X-Adaptserve-Degrades sets the family's limiter and never reaches the
+    client."""
+    async def answering(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        headers = [(b"content-type", b"application/json")]
+        if said is not None:
+            headers.append((b"x-adaptserve-degrades", said))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def scenario() -> None:
+        door = FrontDoor(answering, LimiterSettings())
+        body = json.dumps({"model": "m", "slo": {"latency_ms": 200}}).encode()
+        status, _, headers = await _call(door, "/v1/classify", [body])
+        assert status == 200 and b"x-adaptserve-degrades" not in headers
+        assert b"content-type" in headers
+        assert door.limiters["m"].degrades is degrades
+    asyncio.run(scenario())

@@ -209,3 +209,19 @@ def test_compare_and_read_runs(tmp_path: Path) -> None:
     (run,) = read_runs(out, tmp_path)
     assert run.spec == TraceSpec("poisson", 10.0, 1.0, seed=4)
     assert (run.sent, run.admitted, run.wall_s, run.stack_ms()) == (100, 90, 1.5, 3.0)
+
+
+def test_the_simulated_door_knows_whether_the_policy_degrades() -> None:
+    """As the ingress tells the live proxy: a policy that degrades, with variants to trade,
+    is judged by `degrading_late_fraction`."""
+    prof = _profile()
+    cfg = SchedulerSimConfig(replicas=1, slo_ms=1000.0, front_door=LimiterSettings())
+
+    def door_of(policy: str) -> bool:
+        params = {"slo_s": 1.0, "max_qps": 50.0} if policy == "ramsis" else None
+        run = simulate(prof, lambda k: make_scheduler(policy, prof, params=params),
+                       np.asarray([0.0, 0.1]), 1.0, cfg)
+        assert run.door is not None
+        return run.door.degrades
+    assert (door_of("ramsis"), door_of("most_accurate"), door_of("fastest")) == (True, False,
+                                                                                 False)

@@ -204,3 +204,17 @@ def test_an_slo_below_what_the_server_can_ever_do_is_unachievable() -> None:
     assert code(4.0) == "slo_unachievable"  # above 2 ms, below the 6.5 ms answered at best
     assert code(7.0) is None
     assert code(10.0, budget_ms=5.0) == "slo_unachievable"  # the margin counts
+
+
+def test_a_family_degrades_when_its_policy_does_and_it_has_variants_to_trade() -> None:
+    two = profile({"small": {1: 2.0}, "large": {1: 10.0}}, {"small": 0.7, "large": 0.9})
+    one = profile({"large": {1: 10.0}}, {"large": 0.9})
+    def degrades(policy: str, prof: Profile) -> bool:
+        return family_info("f", ("image",), {"t": prof}, policy, "p95", 8).degrades
+    assert degrades("ramsis", two) and degrades("otas", two) and degrades("mosel", two)
+    assert not degrades("most_accurate", two) and not degrades("fixed_gamma", two)
+    assert not degrades("ramsis", one)  # nothing to trade
+    assert Catalog((family_info("f", ("image",), {"t": two}, "ramsis", "p95", 8),)
+                   ).to_json()["models"][0]["degrades"] is True
+    with pytest.raises(ValueError, match="valid: .*ramsis"):
+        degrades("nonesuch", two)

@@ -155,3 +155,11 @@ def test_job_takes_at_most_its_share_of_the_queue_the_rest_shed_at_once() -> Non
     svc.admission.begin("m", 8)  # the family's queue is taken: nothing of a new job fits
     overloaded(c.post("/v1/jobs", json=job))
     assert len(seen) == 1
+
+
+def test_a_classify_answer_tells_the_front_door_whether_the_policy_degrades() -> None:
+    """The catalog's family runs `fixed` (it cannot degrade): its answers say "0"; the front
+    door (proxy/front_door.py) reads the header and takes it off."""
+    r = client(ok_call([])).post("/v1/classify", json=BODY)
+    assert r.status_code == 200 and r.headers["x-adaptserve-degrades"] == "0"
+    assert r.json()["status"] == "ok" and r.json()["prediction"]["label"] == 1

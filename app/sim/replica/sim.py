@@ -52,6 +52,7 @@ from policies.admission import ConcurrencyLimiter
 from policies.profile import Profile
 from policies.queue import RateWindow
 from policies.schedulers.base import PendingItem, Scheduler
+from policies.schedulers.registry import degrades, scheduler_names
 
 __all__ = ["BatchLog", "SchedulerSimConfig", "SimRun", "simulate"]
 
@@ -117,6 +118,11 @@ class _Simulation:
                      else door if door is not None else ConcurrencyLimiter(cfg.front_door))
         self.backlog: deque[int] = deque()  # calls waiting in the router
         self.alone: set[int] = set()  # calls the door admitted with nothing else in flight
+        # what the ingress tells the proxy on each answer (catalog.family_info); a scheduler
+        # outside the registry (a test's) is taken not to degrade
+        name = self.replicas[0].scheduler.name
+        self.degrades = (len(profile.variants) > 1 and name in scheduler_names()
+                         and degrades(name))
         self.answers: dict[int, Answer] = {}  # items answered, their call not yet complete
         self.left = [cfg.job_size] * len(self.send_s)  # items of each call not yet answered
         self.done: dict[int, RequestRecord] = {}
@@ -248,7 +254,7 @@ class _Simulation:
         latency_ms = 1000.0 * (now + self.calls[call].back_s - t)
         if self.door is not None:
             self.door.release(latency_ms / 1000.0, self.cfg.slo_ms / 1000.0,
-                              unloaded=call in self.alone)
+                              unloaded=call in self.alone, degrades=self.degrades)
             self.alone.discard(call)
         for i in range(call * size, (call + 1) * size):
             a = self.answers.pop(i)

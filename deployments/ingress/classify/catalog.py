@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.profile import LatencyModel, Profile
+from policies.schedulers.registry import degrades
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class FamilyInfo:
     tasks: tuple[TaskInfo, ...]
     policy: str
     percentile: str
+    degrades: bool = False  # its policy trades accuracy for time and has variants to trade
 
     @property
     def default_task(self) -> str:
@@ -68,7 +70,7 @@ class Catalog:
 def _family_json(f: FamilyInfo) -> dict[str, Any]:
     return {
         "name": f.name, "modalities": list(f.modalities), "default_task": f.default_task,
-        "policy": f.policy, "latency_percentile": f.percentile,
+        "policy": f.policy, "degrades": f.degrades, "latency_percentile": f.percentile,
         "tasks": [{
             "task": t.task,
             "fastest_latency_ms": round(t.fastest().latency_ms, 3),
@@ -100,5 +102,7 @@ def family_info(name: str, modalities: tuple[str, ...], profiles: dict[str, Prof
                 policy: str, percentile: str, max_batch_size: int) -> FamilyInfo:
     """`profiles` maps task -> profile, in the family's task order (first = default)."""
     tasks = tuple(task_info(t, p, percentile, max_batch_size) for t, p in profiles.items())
-    return FamilyInfo(name, modalities, tasks, policy, percentile)
+    can_trade = any(len(t.variants) > 1 for t in tasks)
+    return FamilyInfo(name, modalities, tasks, policy, percentile,
+                      degrades=can_trade and degrades(policy))
 

@@ -153,6 +153,11 @@ class IngressService:
             raise ApiError("overloaded", refusal.message, retry_after_s=refusal.retry_after_s)
 
     async def classify(self, body: bytes, arrival: Arrival) -> ClassifyResponse:
+        return (await self.classify_family(body, arrival))[0]
+
+    async def classify_family(self, body: bytes, arrival: Arrival
+                              ) -> tuple[ClassifyResponse, FamilyInfo]:
+        """The answer and the family that gave it."""
         req = parse_body(body, ClassifyRequest, self.http.max_body_bytes, self.json_limits)
         family, task = resolve(self.catalog, req.model, req.task, req.slo,
                                self.budget_ms(req.slo),
@@ -169,7 +174,7 @@ class IngressService:
         if r.status is ItemStatus.OK:
             now = time.time()
             self.admission.answered(family.name, now - arrival.entry_s, now)
-        return to_response(r, arrival.time_s, time.time())
+        return to_response(r, arrival.time_s, time.time()), family
 
     async def job(self, body: bytes, arrival: Arrival) -> JobResponse:
         req = parse_body(body, JobRequest, self.http.max_body_bytes, self.json_limits)

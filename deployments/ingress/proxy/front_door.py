@@ -63,6 +63,10 @@ REFUSAL_MARK = "concurrency limit"  # in every front-door refusal's message (ben
 
 
 SETTINGS_ENV = "ADAPTSERVE_FRONT_DOOR"  # JSON object of LimiterSettings fields
+# on each classify answer, from the ingress: "1" when the family's policy degrades under load
+# (the limiter then judges lateness by `degrading_late_fraction`); taken off before the client
+DEGRADES_HEADER = "X-Adaptserve-Degrades"
+_DEGRADES = DEGRADES_HEADER.lower().encode()
 
 
 def settings_from_env(environ: Mapping[str, str]) -> LimiterSettings:
@@ -166,6 +170,16 @@ def _error_type(start: Message) -> bytes | None:
     return None
 
 
+def _take_degrades(start: Message, out: list[bool]) -> Message:
+    """`start` without the ingress's DEGRADES_HEADER; its value, if there, appended to `out`."""
+    headers = start.get("headers") or []
+    kept = [(k, v) for k, v in headers if k.lower() != _DEGRADES]
+    if len(kept) == len(headers):
+        return start
+    out.extend(bytes(v) == b"1" for k, v in headers if k.lower() == _DEGRADES)
+    return {**start, "headers": kept}
+
+
 class FrontDoor:
     def __init__(self, app: ASGIApp, settings: LimiterSettings | None = None,
                  edge: EdgeConfig | None = None, keys: ApiKeys | None = None) -> None:
@@ -223,11 +237,13 @@ class FrontDoor:
         raw = headers.get(HEADER.lower().encode())
         arrival = arrival_from(raw.decode("latin-1") if raw else None, entry_s, 1.0, 60.0)
         status = {"code": 500, "unavailable": False}
+        degrades: list[bool] = []
 
         async def watch(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
                 status["unavailable"] = (_error_type(message) == b"unavailable")
+                message = _take_degrades(message, degrades)
             await send(message)
         try:
             await self.app(scope, receive, watch)
@@ -237,4 +253,5 @@ class FrontDoor:
             # no live replica (503 unavailable, ingress health) says nothing about the limit
             failed = (status["code"] >= 500 or status["code"] == 429) and not status["unavailable"]
             limiter.release(time.time() - arrival.time_s, slo_s, failed=failed,
-                            unloaded=alone and 200 <= status["code"] < 300)
+                            unloaded=alone and 200 <= status["code"] < 300,
+                            degrades=degrades[0] if degrades else None)

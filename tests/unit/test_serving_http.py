@@ -4,10 +4,12 @@ admission refuses with 429 + Retry-After, the clock starts at X-Request-Start, j
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from deployments.ingress.classify.catalog import Catalog
 from deployments.ingress.config import HttpConfig
 from deployments.wire import ClassifyCall, ClassifyOutcome, ItemResult, ItemStatus
 from tests.helpers.classify_http import BODY, client, client_of, service_of
@@ -163,3 +165,8 @@ def test_a_classify_answer_tells_the_front_door_whether_the_policy_degrades() ->
     r = client(ok_call([])).post("/v1/classify", json=BODY)
     assert r.status_code == 200 and r.headers["x-adaptserve-degrades"] == "0"
     assert r.json()["status"] == "ok" and r.json()["prediction"]["label"] == 1
+    # the same family as one whose policy degrades (family_info decides it: test_ingress_admission)
+    service = service_of(ok_call([]))
+    service.catalog = Catalog(tuple(replace(f, degrades=True) for f in service.catalog.families))
+    r = client_of(service).post("/v1/classify", json=BODY)
+    assert r.status_code == 200 and r.headers["x-adaptserve-degrades"] == "1"

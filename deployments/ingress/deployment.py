@@ -15,6 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -107,8 +108,8 @@ def build_http_app(service: IngressService, controller: Any, metrics: IngressMet
     @app.post("/v1/classify")
     async def classify(request: Request) -> Response:
         arrival = _arrival(request, service.http, metrics)
-        return await guarded("classify", metrics, lambda: _body(
-            request, arrival, lambda body, a: _classified(service, body, a), http))
+        return await guarded("classify", metrics,
+                             lambda: _body(request, arrival, partial(_classified, service), http))
 
     @app.post("/v1/jobs")
     async def jobs(request: Request) -> Response:
